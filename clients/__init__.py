@@ -1,0 +1,1 @@
+"""The laptop side: the `edgellm` command and a small Python client library."""

@@ -1,0 +1,1 @@
+"""Client subcommands, one module each."""

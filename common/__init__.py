@@ -1,0 +1,1 @@
+"""Small pieces every side shares: logging, error mapping, paths, manifests."""

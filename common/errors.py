@@ -1,0 +1,60 @@
+"""Domain errors and their one mapping onto gRPC status codes."""
+
+from __future__ import annotations
+
+import grpc
+
+
+class EdgeError(Exception):
+    """Base class: an error with a gRPC status a person can act on."""
+
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+
+class InvalidArgument(EdgeError, ValueError):
+    """The request itself is wrong."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(EdgeError, LookupError):
+    """A named model, artifact, session or job does not exist."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class ResourceExhausted(EdgeError):
+    """Queue full, memory or disk too small."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class FailedPrecondition(EdgeError):
+    """The system is not in a state that allows the request (e.g. no model loaded)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Unavailable(EdgeError):
+    """The engine died or is shutting down."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class Unauthenticated(EdgeError):
+    """Missing or wrong credentials."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
+    """Map any exception to (status code, message) for a gRPC abort."""
+    if isinstance(exc, EdgeError):
+        return exc.code, str(exc)
+    if isinstance(exc, MemoryError):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, "out of memory"
+    if isinstance(exc, FileNotFoundError):
+        return grpc.StatusCode.NOT_FOUND, str(exc)
+    if isinstance(exc, ValueError):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,60 @@
+"""`edgellm daemon`: run the device daemon in the foreground (never self-daemonising)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from common.paths import default_artifact_dir
+from common.targets import DEFAULT_DAEMON_PORT
+from device_daemon.config import DaemonConfig
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `daemon` subcommand."""
+    p = sub.add_parser("daemon", help="run the device daemon (gRPC)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; use adb forward)")
+    p.add_argument("--port", type=int, default=DEFAULT_DAEMON_PORT)
+    p.add_argument("--model", default=None, help="artifact directory to load at start, or 'default'")
+    p.add_argument("--data-dir", type=Path, default=Path.home() / ".edgellm")
+    p.add_argument("--threads", type=int, default=2, help="inference threads (default 2)")
+    p.add_argument("--queue-size", type=int, default=8, help="requests that may wait (default 8)")
+    p.add_argument("--max-new-tokens-cap", type=int, default=2048)
+    p.add_argument("--kv-window", type=int, default=0, help="sliding KV window in tokens (0 = whole context)")
+    p.add_argument("--n-keep", type=int, default=4, help="protected tokens at the front of the window")
+    p.add_argument("--no-warmup", action="store_true", help="skip the warm-up inference after load")
+    p.set_defaults(handler=run)
+
+
+def config_from(ns: argparse.Namespace) -> DaemonConfig:
+    """DaemonConfig from parsed arguments."""
+    model: Path | None = None
+    if ns.model == "default":
+        model = default_artifact_dir()
+    elif ns.model:
+        model = Path(ns.model)
+    if ns.threads < 1:
+        raise SystemExit("--threads must be at least 1")
+    if ns.queue_size < 1:
+        raise SystemExit("--queue-size must be at least 1")
+    return DaemonConfig(
+        host=ns.host,
+        port=ns.port,
+        model=model,
+        data_dir=ns.data_dir,
+        threads=ns.threads,
+        queue_size=ns.queue_size,
+        max_new_tokens_cap=ns.max_new_tokens_cap,
+        kv_window=ns.kv_window,
+        n_keep=ns.n_keep,
+        warmup=not ns.no_warmup,
+    )
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Serve until interrupted."""
+    from device_daemon.server import serve
+
+    asyncio.run(serve(config_from(ns)))
+    return 0

@@ -1,0 +1,152 @@
+"""The MNN runtime behind one loaded artifact, driven token by token from one worker thread."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from common.errors import FailedPrecondition, Unavailable
+from common.logs import get_logger
+from common.token_table import TokenTable
+from device_daemon.artifact import Artifact
+
+log = get_logger(__name__)
+
+Logits = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Runtime settings applied when the model loads."""
+
+    threads: int = 2
+    precision: str = "low"  # MNN: low = fp16/bf16 compute where the CPU has it
+    power: str = "normal"  # MNN: high = big cores, low = little cores
+    memory: str = "low"  # MNN: low = keep weights quantized (dynamic dequant)
+    use_mmap: bool = False
+
+
+class MnnEngine:
+    """One MNN LLM. Not thread-safe: only the worker thread calls it after load()."""
+
+    def __init__(self, artifact: Artifact, config: EngineConfig) -> None:
+        self.artifact = artifact
+        self.config = config
+        self.tokens = TokenTable(artifact.token_table)
+        self.stop_ids = artifact.stop_token_ids
+        self.context_length = artifact.context_length
+        self._llm: object | None = None
+        self.history: list[int] = []  # tokens currently in the KV cache
+        self.load_ms = 0.0
+        self.warmup_ms = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Create the runtime with our settings (they only apply before load) and load weights."""
+        import MNN.llm as mnn_llm  # device-only dependency, imported where it is used
+
+        start = time.perf_counter()
+        llm = mnn_llm.create(str(self.artifact.mnn_config))
+        overrides = {
+            "thread_num": self.config.threads,
+            "precision": self.config.precision,
+            "power": self.config.power,
+            "memory": self.config.memory,
+            "use_mmap": self.config.use_mmap,
+            "backend_type": "cpu",
+        }
+        # Why before load(): MNN reads thread_num/power in initRuntime(), called only by load();
+        # set_config after load stores the value but never rebuilds the runtime.
+        llm.set_config(json.dumps(overrides))
+        if llm.load() is False:
+            raise Unavailable(f"MNN failed to load {self.artifact.path}")
+        self._llm = llm
+        self.load_ms = (time.perf_counter() - start) * 1000
+        log.info(
+            "engine_loaded", artifact=str(self.artifact.path), load_ms=round(self.load_ms, 1), **overrides
+        )
+
+    def warm_up(self, tokens: int = 8) -> float:
+        """Run a short dummy prefill + decode so the first real request is not 3-5x slower."""
+        start = time.perf_counter()
+        ids = self.encode("Hello, how are you today?")[:tokens] or [0]
+        logits = self.prefill(ids)
+        for _ in range(4):
+            logits = self.decode(int(np.argmax(logits)))
+        self.reset()
+        self.warmup_ms = (time.perf_counter() - start) * 1000
+        log.info("engine_warm", warmup_ms=round(self.warmup_ms, 1))
+        return self.warmup_ms
+
+    def close(self) -> None:
+        """Drop the runtime; MNN frees its buffers when the object is collected."""
+        self._llm = None
+        self.history = []
+
+    @property
+    def loaded(self) -> bool:
+        """Whether a runtime is live."""
+        return self._llm is not None
+
+    def _require(self) -> object:
+        if self._llm is None:
+            raise FailedPrecondition("no model loaded")
+        return self._llm
+
+    # -- text ------------------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """Tokenize raw text (no template)."""
+        return [int(t) for t in self._require().tokenizer_encode(text)]  # type: ignore[attr-defined]
+
+    def apply_chat_template(self, messages: Sequence[tuple[str, str]]) -> str:
+        """Render chat messages with the artifact's template, ending with the assistant prompt."""
+        llm = self._require()
+        rendered: str = llm.apply_chat_template([{"role": r, "content": c} for r, c in messages])  # type: ignore[attr-defined]
+        return rendered
+
+    def token_bytes(self, token: int) -> bytes:
+        """Raw bytes of one token."""
+        return self.tokens.bytes_of(token)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids."""
+        return len(self.tokens)
+
+    # -- compute ---------------------------------------------------------------------------------
+    def prefill(self, ids: Sequence[int]) -> Logits:
+        """Append ids to the KV cache in one batch; return the last position's logits."""
+        return self._forward(list(ids))
+
+    def decode(self, token: int) -> Logits:
+        """Append one token; return the next-token logits."""
+        return self._forward([token])
+
+    def _forward(self, ids: list[int]) -> Logits:
+        llm = self._require()
+        out = llm.forward(ids)  # type: ignore[attr-defined]
+        if out is None:
+            raise Unavailable("MNN forward failed")
+        self.history.extend(ids)
+        logits: Logits = np.asarray(out.read(), dtype=np.float32).reshape(-1)
+        return logits
+
+    def reset(self) -> None:
+        """Forget the KV cache (MNN drops it on the next forward)."""
+        self._require().reset()  # type: ignore[attr-defined]
+        self.history = []
+
+    def truncate(self, keep: int) -> None:
+        """Keep only the first `keep` tokens of the KV cache."""
+        if keep >= len(self.history):
+            return
+        if keep == 0:
+            self.reset()
+            return
+        self._require().erase_history(keep, 0)  # type: ignore[attr-defined]
+        del self.history[keep:]

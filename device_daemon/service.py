@@ -1,0 +1,127 @@
+"""The DeviceDaemon servicer: parse, call the core, map results to messages. Nothing else."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
+
+from common.errors import InvalidArgument
+from common.grpc_util import server_stream, unary
+from device_daemon.artifact import Artifact
+from device_daemon.core import VERSION, DaemonCore
+from device_daemon.generation import Delta, Finished, Stats
+from device_daemon.requests import job_from
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+
+FINISH = {
+    "stop": device_pb2.FINISH_REASON_STOP,
+    "length": device_pb2.FINISH_REASON_LENGTH,
+    "cancelled": device_pb2.FINISH_REASON_CANCELLED,
+    "context": device_pb2.FINISH_REASON_CONTEXT,
+}
+STATES = {
+    "empty": device_pb2.ENGINE_STATE_EMPTY,
+    "loading": device_pb2.ENGINE_STATE_LOADING,
+    "idle": device_pb2.ENGINE_STATE_IDLE,
+    "prefill": device_pb2.ENGINE_STATE_PREFILL,
+    "decode": device_pb2.ENGINE_STATE_DECODE,
+}
+
+
+def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
+    """ArtifactInfo for an artifact."""
+    m = artifact.manifest
+    return common_pb2.ArtifactInfo(
+        artifact_id=artifact.artifact_id,
+        name=artifact.name,
+        source_model=str(m.get("source", {}).get("name", "")),
+        quantization=artifact.quantization_label,
+        size_bytes=artifact.size_bytes,
+        files=[
+            common_pb2.ArtifactFile(path=f["path"], size=int(f["size"]), sha256=f.get("sha256", ""))
+            for f in m.get("files", [])
+        ],
+        loaded=loaded,
+    )
+
+
+def stats_message(s: Stats) -> device_pb2.GenerateStats:
+    """GenerateStats from core Stats."""
+    return device_pb2.GenerateStats(
+        prompt_tokens=s.prompt_tokens,
+        completion_tokens=s.completion_tokens,
+        ttft_ms=s.ttft_ms,
+        prefill_tokens_per_second=s.prefill_tokens_per_second,
+        decode_tokens_per_second=s.decode_tokens_per_second,
+        prefilled_tokens=s.prefilled_tokens,
+        evicted_tokens=s.evicted_tokens,
+        queue_ms=s.queue_ms,
+        total_ms=s.total_ms,
+    )
+
+
+class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
+    """gRPC face of DaemonCore."""
+
+    def __init__(self, core: DaemonCore) -> None:
+        self.core = core
+
+    @server_stream
+    async def Generate(
+        self, request: device_pb2.GenerateRequest, context: Ctx
+    ) -> AsyncIterator[device_pb2.GenerateResponse]:
+        """Stream a completion."""
+        job = job_from(request, self.core.config)
+        self.core.resolve_model(request.model)
+        async for event in self.core.generate(job):
+            if isinstance(event, Delta):
+                yield device_pb2.GenerateResponse(
+                    text=event.text, token_ids=event.token_ids, request_id=job.request_id
+                )
+            elif isinstance(event, Finished):
+                yield device_pb2.GenerateResponse(
+                    request_id=job.request_id,
+                    finish_reason=FINISH[event.reason],
+                    stats=stats_message(event.stats),
+                    stop_sequence=event.stop_sequence,
+                )
+
+    @unary
+    async def GetStatus(self, request: device_pb2.GetStatusRequest, context: Ctx) -> device_pb2.DaemonStatus:
+        """Report model and engine state."""
+        return self.status()
+
+    def status(self) -> device_pb2.DaemonStatus:
+        """Build the current DaemonStatus."""
+        core = self.core
+        engine = core.engine
+        st = device_pb2.DaemonStatus(
+            version=VERSION,
+            engine_state=STATES[core.state],
+            threads=core.threads,
+            queue_depth=core.worker.depth,
+            queue_capacity=core.worker.capacity,
+            max_new_tokens_cap=core.config.max_new_tokens_cap,
+            requests_served=core.requests_served,
+            uptime_seconds=time.time() - core.started,
+            kv_window=core.config.kv_window,
+            n_keep=core.config.n_keep,
+        )
+        if engine is not None:
+            st.model.CopyFrom(artifact_info(engine.artifact, loaded=True))
+            st.context_tokens = engine.context_length
+            st.load_ms = engine.load_ms
+            st.warmup_ms = engine.warmup_ms
+        return st
+
+    @unary
+    async def Cancel(self, request: device_pb2.CancelRequest, context: Ctx) -> device_pb2.CancelResponse:
+        """Cancel a request by id."""
+        if not request.request_id:
+            raise InvalidArgument("request_id is required")
+        return device_pb2.CancelResponse(cancelled=self.core.cancel(request.request_id))

@@ -1,0 +1,1 @@
+"""edgellm gRPC contract (generated stubs live in edgellm.v1)."""

@@ -1,0 +1,1 @@
+"""Generated gRPC contract, version 1."""
