@@ -1,0 +1,64 @@
+"""`make demo`: start a real daemon, ask it the capital of France over gRPC, stop it."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+QUESTION = "What is the capital of France?"
+
+
+def free_port() -> int:
+    """A port the kernel says is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_serving(target: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Poll the health service until SERVING (the model is loaded and warm)."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise SystemExit(f"daemon exited early with code {proc.returncode}")
+            try:
+                resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+                if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.2)
+    raise SystemExit(f"daemon not serving after {timeout:.0f} s")
+
+
+def main() -> int:
+    """Run the demo; exit non-zero if anything fails."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--artifact", type=Path, required=True)
+    parser.add_argument("--question", default=QUESTION)
+    ns = parser.parse_args()
+    target = f"127.0.0.1:{free_port()}"
+    cli = [sys.executable, "-m", "clients.cli"]
+    host, port = target.split(":")
+    daemon = subprocess.Popen([*cli, "daemon", "--host", host, "--port", port, "--model", str(ns.artifact)])
+    try:
+        wait_serving(target, daemon, timeout=120)
+        print(f"\n$ edgellm generate --target {target} --chat {ns.question!r}", flush=True)
+        rc = subprocess.call([*cli, "generate", "--target", target, "--chat", "--max-new-tokens", "64", ns.question])
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Shared fixtures: the real default artifact and real daemons on port 0."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from common.paths import default_artifact_dir
+from device_daemon.config import DaemonConfig
+from device_daemon.server import RunningDaemon, start_server
+from edgellm.v1 import device_pb2_grpc
+
+
+@pytest.fixture(scope="session")
+def default_artifact() -> Path:
+    """The real default artifact (built once by `make artifact`, or here if missing)."""
+    env = os.environ.get("EDGELLM_DEFAULT_ARTIFACT")
+    path = Path(env) if env else default_artifact_dir()
+    if not (path / "manifest.json").exists():
+        from host_service.convert.pipeline import ensure_default_artifact
+
+        path = ensure_default_artifact(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tmp_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A daemon data dir shared by the session daemon."""
+    return tmp_path_factory.mktemp("daemon-data")
+
+
+@pytest_asyncio.fixture(scope="session")
+async def daemon(default_artifact: Path, tmp_data_dir: Path) -> AsyncIterator[RunningDaemon]:
+    """One real daemon with the default model loaded, shared by the session."""
+    running = await start_server(
+        DaemonConfig(port=0, model=default_artifact, data_dir=tmp_data_dir, queue_size=4)
+    )
+    yield running
+    await running.stop(0)
+
+
+@pytest_asyncio.fixture(scope="session")
+async def daemon_stub(daemon: RunningDaemon) -> AsyncIterator[device_pb2_grpc.DeviceDaemonStub]:
+    """An aio stub connected to the session daemon."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+        yield device_pb2_grpc.DeviceDaemonStub(channel)
+
+
+@pytest.fixture
+def repo_root() -> Iterator[Path]:
+    """The repository root."""
+    yield Path(__file__).resolve().parent.parent
