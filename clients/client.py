@@ -10,6 +10,7 @@ from types import TracebackType
 import grpc
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
+from common.auth import client_metadata
 from common.targets import resolve_target
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -35,9 +36,12 @@ def finish_reason_name(value: int) -> str:
 class DaemonClient:
     """Blocking client over one channel; use as a context manager."""
 
-    def __init__(self, target: str | None = None, timeout: float | None = None) -> None:
+    def __init__(
+        self, target: str | None = None, timeout: float | None = None, token: str | None = None
+    ) -> None:
         self.target = resolve_target(target)
         self.timeout = timeout
+        self.metadata = client_metadata(token)
         self.channel = grpc.insecure_channel(
             self.target,
             options=[
@@ -65,7 +69,7 @@ class DaemonClient:
 
     def stream(self, request: device_pb2.GenerateRequest) -> Iterator[device_pb2.GenerateResponse]:
         """Raw response stream for a request (cancel by closing the iterator)."""
-        call = self.stub.Generate(request, timeout=self.timeout)
+        call = self.stub.Generate(request, timeout=self.timeout, metadata=self.metadata)
         try:
             yield from call
         finally:
@@ -101,7 +105,9 @@ class DaemonClient:
 
     def status(self) -> device_pb2.DaemonStatus:
         """The daemon's status."""
-        return self.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0)
+        return self.stub.GetStatus(
+            device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0, metadata=self.metadata
+        )
 
 
 def build_request(

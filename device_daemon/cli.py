@@ -6,6 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from common.auth import token_from_env
 from common.paths import default_artifact_dir
 from common.targets import DEFAULT_DAEMON_PORT
 from device_daemon.config import DaemonConfig
@@ -24,6 +25,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--kv-window", type=int, default=0, help="sliding KV window in tokens (0 = whole context)")
     p.add_argument("--n-keep", type=int, default=4, help="protected tokens at the front of the window")
     p.add_argument("--no-warmup", action="store_true", help="skip the warm-up inference after load")
+    p.add_argument(
+        "--auth-token",
+        default=token_from_env(),
+        help="bearer token clients must send (default $EDGELLM_TOKEN); required off loopback",
+    )
     p.set_defaults(handler=run)
 
 
@@ -49,6 +55,7 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         kv_window=ns.kv_window,
         n_keep=ns.n_keep,
         warmup=not ns.no_warmup,
+        auth_token=ns.auth_token,
     )
 
 

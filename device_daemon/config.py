@@ -16,6 +16,12 @@ class DaemonConfig:
     port: int = DEFAULT_DAEMON_PORT
     model: Path | None = None  # artifact directory loaded at start
     data_dir: Path = Path.home() / ".edgellm"
+    store_quota_bytes: int = 0  # artifact store quota; 0 = none
+    disk_reserve_bytes: int = 64 << 20  # free disk a push must leave untouched
+    memory_margin_bytes: int = 256 << 20  # LoadModel keeps this much MemAvailable spare
+    kv_budget_tokens: int = 4096  # KV positions admission budgets for when kv_window is 0
+    proc_root: Path = Path("/")  # where /proc/meminfo is read (tests point it at a fake tree)
+    keep_alive_s: float = 0.0  # unload after this many idle seconds; 0 = never
     threads: int = 2
     queue_size: int = 8
     max_new_tokens_cap: int = 2048
@@ -23,3 +29,4 @@ class DaemonConfig:
     n_keep: int = 4
     warmup: bool = True
     grace_seconds: float = 2.0
+    auth_token: str | None = None  # required when host is not loopback

@@ -11,6 +11,7 @@ from edgellm.v1 import device_pb2, device_pb2_grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from common.auth import TokenAuthInterceptor, require_token_off_loopback
 from common.logs import get_logger
 from device_daemon.config import DaemonConfig
 from device_daemon.core import DaemonCore
@@ -30,21 +31,26 @@ class RunningDaemon:
     core: DaemonCore
     health: health.HealthServicer
     port: int
+    keep_alive: asyncio.Task[None] | None = None
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting, let streams end within grace, then stop the engine."""
+        if self.keep_alive is not None:
+            self.keep_alive.cancel()
         await self.server.stop(grace if grace is not None else self.core.config.grace_seconds)
         await self.core.close()
 
 
 async def start_server(config: DaemonConfig) -> RunningDaemon:
     """Bind, register services, start serving; load config.model if given."""
+    require_token_off_loopback(config.host, config.auth_token)
     core = DaemonCore(config)
     server = grpc.aio.server(
+        interceptors=[TokenAuthInterceptor(config.auth_token)] if config.auth_token else [],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ]
+        ],
     )
     # Why the ignore: RPCs that later issues implement stay abstract in the typed stub; the
     # generated base class answers them with UNIMPLEMENTED at run time.
@@ -75,6 +81,9 @@ async def start_server(config: DaemonConfig) -> RunningDaemon:
         except BaseException:
             await running.stop(0)
             raise
+    else:
+        await core.restore()  # the model loaded before the last shutdown, if any
+    running.keep_alive = asyncio.create_task(core.keep_alive())
     return running
 
 

@@ -18,8 +18,12 @@ class Utf8Stream:
         return self._decoder.decode(data, final=False)
 
     def flush(self) -> str:
-        """Return whatever is left at the end of the stream (an incomplete tail becomes U+FFFD)."""
-        return self._decoder.decode(b"", final=True)
+        """End the stream: an incomplete trailing character (cut by max_new_tokens) is dropped.
+
+        Its bytes are not text yet; the response's token_ids still report the tokens.
+        """
+        self._decoder.reset()
+        return ""
 
 
 @dataclass

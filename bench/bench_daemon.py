@@ -1,0 +1,178 @@
+"""In-process MNN vs the daemon over gRPC: decode tok/s and TTFT, interleaved in one run.
+
+Usage: python bench/bench_daemon.py --artifact .cache/artifacts/default [--reps 5] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from clients.client import DaemonClient, build_request
+from device_daemon.artifact import open_artifact
+from device_daemon.engine import EngineConfig, MnnEngine
+from device_daemon.generation import GenerationJob, run_generation
+from device_daemon.sampler import SamplingConfig
+
+NEW_TOKENS = 128
+PROMPT_TOKENS = 72
+NO_EOS = -float("inf")
+
+
+def chat_prompt(engine: MnnEngine, target: int) -> tuple[tuple[str, str], ...]:
+    """Chat messages whose rendered prompt is exactly `target` tokens (trim the user text)."""
+    text = (
+        "I am planning a week-long trip through the south of France in early autumn and would like "
+        "advice on which towns to visit, how to travel between them by train, what local dishes to try, "
+        "and how much time to spend in each place so that the trip feels relaxed rather than rushed at all."
+    )
+    words = text.split(" ")
+    for n in range(len(words), 0, -1):
+        msgs = (("system", "You are a helpful travel assistant."), ("user", " ".join(words[:n])))
+        if len(engine.encode(engine.apply_chat_template(msgs))) <= target:
+            return msgs
+    raise SystemExit("cannot build the prompt")
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def in_process_raw(engine: MnnEngine, ids: list[int]) -> tuple[float, float]:
+    """Bare MNN loop (forward + argmax): (ttft_ms, decode tok/s)."""
+    engine.reset()
+    t0 = time.perf_counter()
+    logits = engine.prefill(ids)
+    logits[[*engine.stop_ids]] = NO_EOS
+    tok = int(np.argmax(logits))
+    t1 = time.perf_counter()
+    for _ in range(NEW_TOKENS - 1):
+        logits = engine.decode(tok)
+        logits[[*engine.stop_ids]] = NO_EOS
+        tok = int(np.argmax(logits))
+    t2 = time.perf_counter()
+    return (t1 - t0) * 1000, (NEW_TOKENS - 1) / (t2 - t1)
+
+
+def in_process_engine(engine: MnnEngine, msgs: tuple[tuple[str, str], ...]) -> tuple[float, float]:
+    """Our generation loop in-process (template, sampler, UTF-8, stats): (ttft_ms, decode tok/s)."""
+    job = GenerationJob("bench", None, msgs, NEW_TOKENS, sampling(engine))
+    done = run_generation(engine, job, lambda _e: None, threading.Event())
+    return done.stats.ttft_ms, done.stats.decode_tokens_per_second
+
+
+def sampling(engine: MnnEngine) -> SamplingConfig:
+    """Greedy with end-of-turn tokens banned, so every run decodes exactly NEW_TOKENS."""
+    return SamplingConfig(logit_bias=dict.fromkeys(engine.stop_ids, NO_EOS))
+
+
+def through_grpc(
+    client: DaemonClient, msgs: tuple[tuple[str, str], ...], stop_ids: list[int]
+) -> tuple[float, float, float]:
+    """(client TTFT ms, client-side decode tok/s, daemon-reported decode tok/s)."""
+    request = build_request(None, msgs, NEW_TOKENS)
+    for t in stop_ids:
+        request.sampling.logit_bias[t] = NO_EOS
+    t0 = time.perf_counter()
+    first = last = 0.0
+    n = 0
+    daemon_tps = 0.0
+    for r in client.stream(request):
+        now = time.perf_counter()
+        if r.token_ids:
+            n += len(r.token_ids)
+            if not first:
+                first = now
+            last = now
+        if r.finish_reason:
+            daemon_tps = r.stats.decode_tokens_per_second
+    return (first - t0) * 1000, (n - 1) / (last - first), daemon_tps
+
+
+def main() -> int:
+    """Run the interleaved comparison and print a JSON summary."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--artifact", type=Path, required=True)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ns = ap.parse_args()
+
+    port = free_port()
+    daemon = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "clients.cli",
+            "--log-level",
+            "WARNING",
+            "daemon",
+            "--port",
+            str(port),
+            "--model",
+            str(ns.artifact),
+            "--threads",
+            str(ns.threads),
+        ]
+    )
+    engine = MnnEngine(open_artifact(ns.artifact), EngineConfig(threads=ns.threads))
+    engine.load()
+    engine.warm_up()
+    msgs = chat_prompt(engine, PROMPT_TOKENS)
+    ids = engine.encode(engine.apply_chat_template(msgs))
+    results: dict[str, list[tuple[float, float]]] = {"raw": [], "engine": [], "grpc": []}
+    daemon_side: list[float] = []
+    try:
+        with DaemonClient(f"127.0.0.1:{port}") as client:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    if client.status().HasField("model"):
+                        break
+                except Exception:  # noqa: BLE001 - not up yet
+                    pass
+                time.sleep(0.3)
+            through_grpc(client, msgs, sorted(engine.stop_ids))  # warm the channel and the daemon
+            for _ in range(ns.reps):
+                results["raw"].append(in_process_raw(engine, ids))
+                results["engine"].append(in_process_engine(engine, msgs))
+                ttft, tps, dtps = through_grpc(client, msgs, sorted(engine.stop_ids))
+                results["grpc"].append((ttft, tps))
+                daemon_side.append(dtps)
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+
+    def med(kind: str, i: int) -> float:
+        return statistics.median(r[i] for r in results[kind])
+
+    summary = {
+        "prompt_tokens": len(ids),
+        "new_tokens": NEW_TOKENS,
+        "threads": ns.threads,
+        "reps": ns.reps,
+        "ttft_ms": {k: round(med(k, 0), 1) for k in results},
+        "decode_tps": {k: round(med(k, 1), 1) for k in results},
+        "daemon_reported_decode_tps": round(statistics.median(daemon_side), 1),
+        "grpc_vs_raw_decode_ratio": round(med("grpc", 1) / med("raw", 1), 3),
+        "grpc_vs_engine_decode_ratio": round(med("grpc", 1) / med("engine", 1), 3),
+        "grpc_ttft_overhead_ms_vs_raw": round(med("grpc", 0) - med("raw", 0), 1),
+        "grpc_ttft_overhead_ms_vs_engine": round(med("grpc", 0) - med("engine", 0), 1),
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
