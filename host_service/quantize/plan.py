@@ -1,0 +1,171 @@
+"""Quantization plans as data: a JSON document of per-layer bits/block/method, with presets.
+
+A plan says *what* to do; algorithms and the exporter apply it. Layer rules match module
+names (``model.layers.3.mlp.down_proj``) with shell patterns; the last matching rule wins.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+METHODS = ("rtn", "gptq", "awq")
+BITS = (4, 8)
+KV_MODES = {"fp": 8, "int8_k": 9, "int8_kv": 10}  # MNN runtime attention_mode
+PRESETS = ("int4", "int8", "mixed", "auto")
+
+
+class PlanError(ValueError):
+    """A plan that cannot be applied to this model, with the reason."""
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """How one linear is quantized."""
+
+    bits: int
+    block: int  # 0 = per channel
+    method: str
+
+
+@dataclass(frozen=True)
+class LayerRule:
+    """A per-layer-pattern override; unset fields inherit the plan defaults."""
+
+    pattern: str
+    bits: int | None = None
+    block: int | None = None
+    method: str | None = None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Where calibration text comes from: never the evaluation (test) split."""
+
+    file: str = "wikitext2-valid.txt"  # relative names resolve against the data directory
+    samples: int = 128
+    seq_len: int = 256
+
+
+@dataclass(frozen=True)
+class QuantPlan:
+    """A complete quantization plan."""
+
+    name: str = "int4"
+    method: str = "rtn"
+    bits: int = 4
+    block: int = 64
+    rules: tuple[LayerRule, ...] = ()
+    lm_head_bits: int = 8  # tied models share it with the embedding table
+    lm_head_block: int = 0
+    kv_cache: str = "fp"
+    calibration: Calibration = field(default_factory=Calibration)
+
+    def spec_for(self, name: str) -> LayerSpec:
+        """The resolved spec for module ``name``."""
+        spec = LayerSpec(self.bits, self.block, self.method)
+        for rule in self.rules:
+            if fnmatch.fnmatchcase(name, rule.pattern):
+                spec = LayerSpec(
+                    rule.bits if rule.bits is not None else spec.bits,
+                    rule.block if rule.block is not None else spec.block,
+                    rule.method if rule.method is not None else spec.method,
+                )
+        return spec
+
+    def resolve(self, widths: dict[str, int]) -> dict[str, LayerSpec]:
+        """Specs for every linear (name -> input width), validating each against its width."""
+        out = {name: self.spec_for(name) for name in widths}
+        errors = [
+            f"{name}: block {spec.block} does not divide input width {widths[name]}"
+            for name, spec in out.items()
+            if spec.block and widths[name] % spec.block
+        ]
+        if errors:
+            valid = sorted({b for b in (16, 32, 64, 128, 256) if all(w % b == 0 for w in widths.values())})
+            raise PlanError(
+                f"plan {self.name!r} has invalid blocks ({len(errors)} layers), e.g. {errors[0]}; "
+                f"blocks valid for every layer of this model: {valid} or 0 (per channel)"
+            )
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as a JSON-ready dict."""
+        doc = asdict(self)
+        doc["rules"] = [{k: v for k, v in asdict(r).items() if v is not None} for r in self.rules]
+        return doc
+
+    def save(self, path: Path) -> None:
+        """Write the plan as JSON."""
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise PlanError(msg)
+
+
+def _check_spec(where: str, bits: int | None, block: int | None, method: str | None) -> None:
+    _check(bits is None or bits in BITS, f"{where}: bits must be one of {BITS}, got {bits!r}")
+    _check(
+        block is None or (isinstance(block, int) and block >= 0 and (block == 0 or block % 16 == 0)),
+        f"{where}: block must be 0 (per channel) or a positive multiple of 16, got {block!r}",
+    )
+    _check(method is None or method in METHODS, f"{where}: method must be one of {METHODS}, got {method!r}")
+
+
+def plan_from_json(doc: Any) -> QuantPlan:
+    """Validate and build a plan from a parsed JSON document; errors name the bad field."""
+    _check(isinstance(doc, dict), "plan must be a JSON object")
+    known = {f for f in QuantPlan.__dataclass_fields__}
+    unknown = set(doc) - known
+    _check(not unknown, f"unknown plan fields {sorted(unknown)}; known: {sorted(known)}")
+    _check_spec("plan", doc.get("bits"), doc.get("block"), doc.get("method"))
+    rules = []
+    for i, raw in enumerate(doc.get("rules", [])):
+        _check(isinstance(raw, dict) and isinstance(raw.get("pattern"), str), f"rules[{i}] needs a 'pattern'")
+        extra = set(raw) - {"pattern", "bits", "block", "method"}
+        _check(not extra, f"rules[{i}]: unknown fields {sorted(extra)}")
+        _check_spec(f"rules[{i}] ({raw['pattern']})", raw.get("bits"), raw.get("block"), raw.get("method"))
+        rules.append(LayerRule(**raw))
+    _check(doc.get("lm_head_bits", 8) in (4, 8), "lm_head_bits must be 4 or 8")
+    _check_spec("lm_head", doc.get("lm_head_bits"), doc.get("lm_head_block"), None)
+    kv = doc.get("kv_cache", "fp")
+    _check(kv in KV_MODES, f"kv_cache must be one of {sorted(KV_MODES)}, got {kv!r}")
+    calib_raw = doc.get("calibration", {})
+    _check(isinstance(calib_raw, dict), "calibration must be an object")
+    calib = Calibration(**calib_raw)
+    _check("test" not in Path(calib.file).name, "calibration must not use the test split")
+    _check(calib.samples > 0 and calib.seq_len > 0, "calibration samples and seq_len must be positive")
+    fields = {k: v for k, v in doc.items() if k not in ("rules", "calibration")}
+    return QuantPlan(**fields, rules=tuple(rules), calibration=calib)
+
+
+def load_plan(path: Path) -> QuantPlan:
+    """Read a plan file."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"{path}: not valid JSON ({exc})") from exc
+    return plan_from_json(doc)
+
+
+def preset(name: str, method: str = "rtn", bits: int = 4, block: int = 64) -> QuantPlan:
+    """A named preset; ``mixed`` is the source article's recipe (attention q/k/v INT8, FFN INT4)."""
+    _check_spec(f"preset {name}", bits, block, method)
+    if name == "int8":
+        return QuantPlan(name="int8", method=method, bits=8, block=0)
+    if name == "int4":
+        return QuantPlan(name="int4", method=method, bits=4, block=block)
+    if name == "mixed":
+        rules = tuple(LayerRule(f"*.self_attn.{p}_proj", bits=8, block=0) for p in "qkv")
+        return QuantPlan(name="mixed", method=method, bits=4, block=block, rules=rules)
+    raise PlanError(f"unknown preset {name!r}; presets: {PRESETS} or a JSON file")
+
+
+def with_calibration(plan: QuantPlan, calib: Calibration) -> QuantPlan:
+    """The plan with another calibration source."""
+    return replace(plan, calibration=calib)
