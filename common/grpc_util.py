@@ -66,3 +66,24 @@ def server_stream(
                 await _abort(context, exc, fn.__name__)
 
     return wrapper
+
+
+def client_stream(
+    fn: Callable[[Any, AsyncIterator[Req], grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
+) -> Callable[[Any, AsyncIterator[Req], grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    """Wrap a client-streaming handler (request iterator in, one response out) the same way."""
+
+    @functools.wraps(fn)
+    async def wrapper(
+        self: Any, requests: AsyncIterator[Req], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Resp:
+        with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=uuid.uuid4().hex[:12]):
+            try:
+                return await fn(self, requests, context)
+            except (grpc.aio.AbortError, GeneratorExit):
+                raise
+            except Exception as exc:
+                await _abort(context, exc, fn.__name__)
+                raise AssertionError("unreachable: abort raises") from exc
+
+    return wrapper

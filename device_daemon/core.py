@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import FailedPrecondition, NotFound
+from common.errors import EdgeError, FailedPrecondition, NotFound
 from common.logs import get_logger
+from device_daemon.admission import admit, memory_need, read_meminfo
 from device_daemon.artifact import Artifact, open_artifact
 from device_daemon.config import DaemonConfig
 from device_daemon.engine import EngineConfig, MnnEngine
 from device_daemon.generation import Event, Finished, GenerationJob, run_generation
+from device_daemon.store import ArtifactStore
 from device_daemon.worker import EngineWorker, Ticket
 
 log = get_logger(__name__)
@@ -45,6 +49,12 @@ class DaemonCore:
         self.last_decode_tps = 0.0
         self.threads = config.threads
         self._on_model_change: list[Callable[[bool], None]] = []
+        self.store = ArtifactStore(
+            config.data_dir / "store",
+            quota_bytes=config.store_quota_bytes,
+            disk_reserve_bytes=config.disk_reserve_bytes,
+        )
+        self.last_used = time.monotonic()
 
     def on_model_change(self, callback: Callable[[bool], None]) -> None:
         """Register a callback told True when a model is loaded, False when none is."""
@@ -54,6 +64,7 @@ class DaemonCore:
     async def load(self, path: Path) -> LoadInfo:
         """Load an artifact on the worker thread (replacing any loaded one) and warm it up."""
         artifact = open_artifact(path)
+        self.check_memory(artifact)
 
         def _load() -> LoadInfo:
             self.state = "loading"
@@ -73,10 +84,69 @@ class DaemonCore:
             return LoadInfo(artifact, engine.load_ms, engine.warmup_ms)
 
         info = await asyncio.wrap_future(self.worker.call(_load))
+        self.last_used = time.monotonic()
+        self._remember(artifact)
         self._notify(True)
         return info
 
-    async def unload(self) -> None:
+    # -- artifacts, memory admission, restart memory (issue 4) -------------------------------------
+    def resolve_artifact(self, name: str) -> Path:
+        """A LoadModel name: installed artifact id/prefix/name, or an artifact directory on the device."""
+        if not name:
+            raise FailedPrecondition("name the model to load: an artifact id, its name, or a directory")
+        with contextlib.suppress(NotFound):
+            return self.store.resolve(name).path
+        if "/" in name and Path(name).is_dir():
+            return Path(name)
+        raise NotFound(f"no installed artifact or artifact directory called {name!r} (see `edgellm models`)")
+
+    def check_memory(self, artifact: Artifact) -> None:
+        """Refuse (ResourceExhausted) a model that MemAvailable cannot hold with its KV budget."""
+        c = self.config
+        need = memory_need(artifact, c.kv_window or c.kv_budget_tokens, c.memory_margin_bytes)
+        freed = self.engine.artifact.size_bytes if self.engine is not None else 0
+        admit(need, read_meminfo(c.proc_root), freed)
+
+    @property
+    def _remembered(self) -> Path:
+        return self.config.data_dir / "loaded.json"
+
+    def _remember(self, artifact: Artifact | None) -> None:
+        if artifact is None:
+            self._remembered.unlink(missing_ok=True)
+            return
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._remembered.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"path": str(artifact.path), "artifact_id": artifact.artifact_id}))
+        tmp.replace(self._remembered)
+
+    async def restore(self) -> LoadInfo | None:
+        """Reload the model loaded before the last shutdown, if any (a failure is logged, not fatal)."""
+        try:
+            record = json.loads(self._remembered.read_text())
+        except (OSError, ValueError):
+            return None
+        try:
+            info = await self.load(Path(record["path"]))
+        except (EdgeError, OSError, KeyError) as err:
+            log.warning("restore_failed", record=record, error=str(err))
+            return None
+        log.info("model_restored", artifact_id=info.artifact.artifact_id[:12], load_ms=round(info.load_ms, 1))
+        return info
+
+    async def keep_alive(self) -> None:
+        """Unload the model after config.keep_alive_s idle seconds (run as a task; 0 = never)."""
+        ttl = self.config.keep_alive_s
+        if ttl <= 0:
+            return
+        while True:
+            await asyncio.sleep(min(ttl / 4, 5.0))
+            idle = time.monotonic() - self.last_used
+            if self.engine is not None and self.state == "idle" and self.worker.depth == 0 and idle > ttl:
+                log.info("idle_unload", idle_s=round(idle, 1))
+                await self.unload(forget=False)
+
+    async def unload(self, forget: bool = True) -> None:
         """Unload the model (waits for the running generation to finish)."""
 
         def _unload() -> None:
@@ -86,6 +156,8 @@ class DaemonCore:
             self.state = "empty"
 
         await asyncio.wrap_future(self.worker.call(_unload))
+        if forget:
+            self._remember(None)
         self._notify(False)
 
     def _notify(self, loaded: bool) -> None:
@@ -138,6 +210,7 @@ class DaemonCore:
         finally:
             self.state = "idle" if self.engine is not None else "empty"
         self.requests_served += 1
+        self.last_used = time.monotonic()
         self.last_ttft_ms = finished.stats.ttft_ms
         self.last_decode_tps = finished.stats.decode_tokens_per_second
         s = finished.stats

@@ -9,12 +9,14 @@ from typing import Any
 import grpc
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
-from common.errors import InvalidArgument
-from common.grpc_util import server_stream, unary
+from common.errors import FailedPrecondition, InvalidArgument
+from common.grpc_util import client_stream, server_stream, unary
 from device_daemon.artifact import Artifact
 from device_daemon.core import VERSION, DaemonCore
 from device_daemon.generation import Delta, Finished, Stats
+from device_daemon.push import PushReceiver
 from device_daemon.requests import job_from
+from device_daemon.store import StoreStatus, parse_manifest
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 
@@ -50,6 +52,18 @@ def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
     )
 
 
+def status_message(st: StoreStatus) -> device_pb2.ArtifactStatus:
+    """ArtifactStatus from the store's StoreStatus."""
+    return device_pb2.ArtifactStatus(
+        artifact_id=st.artifact_id,
+        installed=st.installed,
+        files=[
+            device_pb2.FileStatus(path=f.path, size=f.size, have_bytes=f.have_bytes, complete=f.complete)
+            for f in st.files
+        ],
+    )
+
+
 def stats_message(s: Stats) -> device_pb2.GenerateStats:
     """GenerateStats from core Stats."""
     return device_pb2.GenerateStats(
@@ -70,6 +84,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
 
     def __init__(self, core: DaemonCore) -> None:
         self.core = core
+        self.receiver = PushReceiver(core.store)
 
     @server_stream
     async def Generate(
@@ -125,3 +140,75 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         if not request.request_id:
             raise InvalidArgument("request_id is required")
         return device_pb2.CancelResponse(cancelled=self.core.cancel(request.request_id))
+
+    # -- artifacts and models (issue 4) ------------------------------------------------------------
+    @client_stream
+    async def PushArtifact(
+        self, request_iterator: AsyncIterator[device_pb2.ArtifactChunk], context: Ctx
+    ) -> device_pb2.PushArtifactResponse:
+        """Receive an artifact: manifest first, then chunks; installs atomically when complete."""
+        result = await self.receiver.receive(request_iterator)
+        return device_pb2.PushArtifactResponse(
+            artifact=artifact_info(result.artifact, loaded=self._is_loaded(result.artifact.artifact_id)),
+            bytes_received=result.bytes_received,
+            bytes_skipped=result.bytes_skipped,
+        )
+
+    @unary
+    async def GetArtifactStatus(
+        self, request: device_pb2.GetArtifactStatusRequest, context: Ctx
+    ) -> device_pb2.ArtifactStatus:
+        """What the device already holds of an artifact (for resume)."""
+        if request.manifest_json:
+            manifest = parse_manifest(request.manifest_json)
+        elif request.artifact_id:
+            manifest = self.core.store.known_manifest(request.artifact_id)
+        else:
+            raise InvalidArgument("give manifest_json or artifact_id")
+        return status_message(self.core.store.status(manifest))
+
+    @unary
+    async def DeleteArtifact(
+        self, request: device_pb2.DeleteArtifactRequest, context: Ctx
+    ) -> device_pb2.DeleteArtifactResponse:
+        """Delete an installed artifact; the loaded one is refused."""
+        art = self.core.store.resolve(request.artifact_id)
+        if self._is_loaded(art.artifact_id):
+            raise FailedPrecondition(f"artifact {art.artifact_id[:12]} is loaded; unload it first")
+        self.core.store.delete(art.artifact_id)
+        return device_pb2.DeleteArtifactResponse()
+
+    @unary
+    async def ListModels(
+        self, request: device_pb2.ListModelsRequest, context: Ctx
+    ) -> device_pb2.ListModelsResponse:
+        """Installed artifacts, plus the loaded one if it was loaded from a directory."""
+        arts = self.core.store.installed()
+        engine = self.core.engine
+        if engine is not None and engine.artifact.artifact_id not in {a.artifact_id for a in arts}:
+            arts.append(engine.artifact)
+        return device_pb2.ListModelsResponse(
+            models=[artifact_info(a, loaded=self._is_loaded(a.artifact_id)) for a in arts]
+        )
+
+    @unary
+    async def LoadModel(
+        self, request: device_pb2.LoadModelRequest, context: Ctx
+    ) -> device_pb2.LoadModelResponse:
+        """Load (admission-checked) and warm up a model."""
+        info = await self.core.load(self.core.resolve_artifact(request.model))
+        return device_pb2.LoadModelResponse(
+            model=artifact_info(info.artifact, loaded=True), load_ms=info.load_ms, warmup_ms=info.warmup_ms
+        )
+
+    @unary
+    async def UnloadModel(
+        self, request: device_pb2.UnloadModelRequest, context: Ctx
+    ) -> device_pb2.UnloadModelResponse:
+        """Unload the model and forget it (a restart will not reload it)."""
+        await self.core.unload()
+        return device_pb2.UnloadModelResponse()
+
+    def _is_loaded(self, artifact_id: str) -> bool:
+        engine = self.core.engine
+        return engine is not None and engine.artifact.artifact_id == artifact_id
