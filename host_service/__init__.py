@@ -1,0 +1,1 @@
+"""Host side of edgellm: quantization, evaluation, conversion, artifact store and deploy."""

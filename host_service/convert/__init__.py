@@ -1,0 +1,1 @@
+"""Conversion of the default GGUF / a Hugging Face checkpoint into a verified MNN artifact."""
