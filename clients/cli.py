@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clients.commands.generate",
     "clients.commands.chat",
     "clients.commands.status",
+    "deploy.cli",
 )
 
 Handler = Callable[[argparse.Namespace], int]

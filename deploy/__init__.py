@@ -1,0 +1,1 @@
+"""Deploy the daemon to a phone under Termux: adb adapter, control channel, idempotent step plan."""

@@ -1,0 +1,94 @@
+"""Fixtures: a fake phone behind a fake adb server, and a real daemon standing in for the phone's."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from deploy.adb import AdbServer
+from deploy.device import DeployConfig, DeployIO
+from device_daemon.config import DaemonConfig
+from device_daemon.server import RunningDaemon, start_server
+from tests.deploy.fake_adb_server import FakeAdbServer
+from tests.deploy.fake_phone import FakePhone, fake_wheel
+
+
+@dataclass
+class ThreadDaemon:
+    """A real daemon (no model: health NOT_SERVING) on its own event loop thread."""
+
+    running: RunningDaemon
+    loop: asyncio.AbstractEventLoop
+
+    def set_serving(self) -> None:
+        from grpc_health.v1 import health_pb2
+
+        async def _set() -> None:
+            for name in ("", "edgellm.v1.DeviceDaemon"):
+                self.running.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+        asyncio.run_coroutine_threadsafe(_set(), self.loop).result(5)
+
+
+@pytest.fixture(scope="module")
+def phone_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadDaemon]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    data = tmp_path_factory.mktemp("phone-daemon")
+    running = asyncio.run_coroutine_threadsafe(
+        start_server(DaemonConfig(port=0, data_dir=data, warmup=False)), loop
+    ).result(30)
+    yield ThreadDaemon(running, loop)
+    asyncio.run_coroutine_threadsafe(running.stop(0), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Rig:
+    phone: FakePhone
+    adb: FakeAdbServer
+    config: DeployConfig
+    io: DeployIO
+    output: list[str]
+    prompts: list[str]
+    daemon: ThreadDaemon
+
+
+@pytest.fixture
+def rig(phone_daemon: ThreadDaemon, tmp_path: Path) -> Iterator[Rig]:
+    phone = FakePhone(ports={50051: phone_daemon.running.port})
+    output: list[str] = []
+    prompts: list[str] = []
+
+    def confirm(text: str) -> bool:
+        prompts.append(text)
+        return True
+
+    def installer(target: str, artifact: Path) -> str:
+        output.append(f"installer {target} {artifact.name}")
+        phone_daemon.set_serving()
+        return "smollm2-135m-q4"
+
+    with FakeAdbServer([phone]) as adb:
+        config = DeployConfig(
+            adb=AdbServer("127.0.0.1", adb.port),
+            local_port=free_port(),
+            wheel=fake_wheel(tmp_path),
+            health_timeout_s=20.0,
+        )
+        io = DeployIO(out=output.append, confirm=confirm, installer=installer)
+        yield Rig(phone, adb, config, io, output, prompts, phone_daemon)
