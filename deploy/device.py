@@ -53,22 +53,34 @@ DAEMON_PORT = 50051
 ArtifactInstaller = Callable[[str, Path], str]
 
 
-def default_artifact_installer(target: str, artifact: Path) -> str:
-    """Resumable push (clients.push.Pusher) through the forwarded port, then LoadModel; returns its id."""
+def push_artifact(target: str, artifact: Path) -> str:
+    """Resumable push (clients.push.Pusher) through the forwarded port; returns the artifact id."""
     import grpc
-    from edgellm.v1 import device_pb2, device_pb2_grpc
+    from edgellm.v1 import device_pb2_grpc
 
-    # Imported lazily: the push client lives in its own module and may be absent in a slim install.
+    # Imported lazily: the push client is its own module, only needed when there is an artifact.
     from clients.push import Pusher
 
     with grpc.insecure_channel(target) as ch:
-        stub = device_pb2_grpc.DeviceDaemonStub(ch)
-        report = Pusher(stub, artifact).run()
-        log.info(
-            "artifact_pushed", id=report.artifact_id, sent=report.bytes_sent, skipped=report.bytes_skipped
-        )
-        stub.LoadModel(device_pb2.LoadModelRequest(model=report.artifact_id), timeout=600)
+        report = Pusher(device_pb2_grpc.DeviceDaemonStub(ch), artifact).run()
+    log.info("artifact_pushed", id=report.artifact_id, sent=report.bytes_sent, skipped=report.bytes_skipped)
     return report.artifact_id
+
+
+def load_model(target: str, model: str) -> None:
+    """LoadModel on the daemon (replaces any loaded model)."""
+    import grpc
+    from edgellm.v1 import device_pb2, device_pb2_grpc
+
+    with grpc.insecure_channel(target) as ch:
+        device_pb2_grpc.DeviceDaemonStub(ch).LoadModel(device_pb2.LoadModelRequest(model=model), timeout=600)
+
+
+def default_artifact_installer(target: str, artifact: Path) -> str:
+    """Push the artifact (resuming), then load it; returns the id the service loads at start."""
+    artifact_id = push_artifact(target, artifact)
+    load_model(target, artifact_id)
+    return artifact_id
 
 
 @dataclass(frozen=True)
