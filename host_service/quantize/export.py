@@ -38,19 +38,20 @@ class ExportReport:
 
 
 def run_llmexport(hf_dir: Path, out_dir: Path, extra: list[str]) -> None:
-    """Run llmexport (through the converter's runner, which fixes its import and RoPE defects)."""
-    import importlib.util
+    """Run llmexport through the converter's runner (which fixes its import and RoPE defects)."""
+    from host_service.convert.llmexport_adapter import llmexport_dir
 
-    spec = importlib.util.find_spec("llmexport")  # locate without importing: it can't be imported
-    if spec is None or spec.origin is None:
-        raise RuntimeError("llmexport is not installed")
-    pkg = Path(spec.origin).parent
     runner = Path(__file__).resolve().parent.parent / "convert" / "_llmexport_runner.py"
-    env = dict(os.environ, PYTHONPATH=str(pkg))
-    cmd = [sys.executable, str(runner), "--path", str(hf_dir), "--dst_path", str(out_dir), "--export", "mnn"]
-    proc = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, check=False)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    # Why: llmexport imports its own `utils.*` as top-level modules (see the converter's adapter).
+    env["PYTHONPATH"] = str(llmexport_dir())
+    cmd = [sys.executable, str(runner), "--path", str(hf_dir.resolve()), "--dst_path", str(out_dir.resolve())]
+    # Why --mnnconvert "": its default binary path is relative to the cwd; "" selects pymnn's converter.
+    cmd += ["--export", "mnn", "--mnnconvert", "", *extra]
+    proc = subprocess.run(cmd, cwd=out_dir, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"llmexport failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        raise RuntimeError(f"llmexport failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-2000:]}")
+    (out_dir / ".export.log").unlink(missing_ok=True)
 
 
 def export_artifact(
@@ -89,7 +90,10 @@ def export_artifact(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         qconf.unlink(missing_ok=True)
-    return carry_weights(out_dir, qweights, adapter)
+    report = carry_weights(out_dir, qweights, adapter)
+    for name in ("llm.mnn.json", "export_args.json"):  # debug dump and local paths: not shipped
+        (out_dir / name).unlink(missing_ok=True)
+    return report
 
 
 def carry_weights(

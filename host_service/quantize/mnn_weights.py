@@ -10,6 +10,10 @@ with the ones our algorithms produced, so MNN computes with exactly the torch qu
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,12 +53,23 @@ class MnnLinear:
         return self.alpha_len // 4 // self.oc // (2 if self.asymmetric else 1)
 
 
-def graph_json(artifact: Path) -> dict[str, Any]:
-    """The graph as JSON (``llm.mnn.json``, which the exporter keeps next to ``llm.mnn``)."""
-    path = artifact / "llm.mnn.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} missing: export with the graph JSON kept")
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+def graph_json(artifact: Path, model_file: str = "llm.mnn") -> dict[str, Any]:
+    """The graph as JSON: llmexport's ``llm.mnn.json`` if kept, else dumped with ``mnnconvert``."""
+    path = artifact / f"{model_file}.json"
+    if path.is_file():
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return doc
+    model = artifact / model_file
+    if not model.is_file():
+        raise FileNotFoundError(f"{model} missing")
+    tool = shutil.which("mnnconvert") or str(Path(sys.executable).with_name("mnnconvert"))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "graph.json"
+        cmd = [tool, "-f", "MNN", "--modelFile", str(model), "--JsonFile", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+        if proc.returncode != 0 or not out.is_file():
+            raise RuntimeError(f"mnnconvert could not dump {model}: {proc.stdout[-500:]}{proc.stderr[-500:]}")
+        doc = json.loads(out.read_text(encoding="utf-8"))
     return doc
 
 

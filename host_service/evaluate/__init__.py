@@ -1,0 +1,1 @@
+"""Quality evidence: perplexity, top-1 agreement and KL against fp, for torch and MNN models."""

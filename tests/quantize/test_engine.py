@@ -1,0 +1,54 @@
+"""Each method and preset applied to a tiny Llama: every linear on the MNN grid, fp function close."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from host_service.quantize.engine import quantize_model
+from host_service.quantize.plan import PlanError, preset
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_hf: Path) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_hf), dtype=torch.float32)
+    model.eval()  # type: ignore[no-untyped-call]
+    return model
+
+
+@pytest.mark.parametrize(
+    ("method", "plan"), [("rtn", "int4"), ("gptq", "int4"), ("awq", "mixed"), ("rtn", "int8")]
+)
+def test_methods_put_every_linear_on_its_grid(tiny_model: Any, method: str, plan: str) -> None:
+    model = copy.deepcopy(tiny_model)
+    calib = torch.randint(0, 49152, (4, 32), generator=torch.Generator().manual_seed(0))
+    qplan = preset(plan, method=method, block=32)
+    qweights, scales = quantize_model(model, qplan, calib if method != "rtn" else None)
+    assert len(qweights) == 2 * 7 + 1  # 7 linears per layer + lm_head
+    for name, q in qweights.items():
+        module = model.get_submodule(name)
+        assert torch.equal(module.weight.detach(), q.dequantize()), name
+        spec = qplan.spec_for(name) if name != "lm_head" else None
+        if spec is not None:
+            assert q.bits == spec.bits
+    if method == "awq":
+        assert scales and all(torch.isfinite(s.scales).all() for s in scales)
+    ids = torch.randint(0, 49152, (1, 24), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.isfinite(model(ids).logits).all()
+
+
+def test_block_that_does_not_divide_is_refused(tiny_model: Any) -> None:
+    with pytest.raises(PlanError, match="does not divide input width 64"):
+        quantize_model(copy.deepcopy(tiny_model), preset("int4", block=128), None)
+
+
+def test_gptq_without_calibration_is_refused(tiny_model: Any) -> None:
+    with pytest.raises(ValueError, match="calibration"):
+        quantize_model(copy.deepcopy(tiny_model), preset("int4", method="gptq", block=32), None)

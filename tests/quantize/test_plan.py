@@ -1,0 +1,79 @@
+"""Plans are data: presets, JSON round trip, and validation with clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from host_service.quantize.plan import PlanError, load_plan, plan_from_json, preset
+
+SMOL_WIDTHS = {"model.layers.0.self_attn.q_proj": 576, "model.layers.0.mlp.down_proj": 1536}
+
+
+def test_mixed_preset_is_attention_int8_ffn_int4() -> None:
+    plan = preset("mixed", method="gptq", block=64)
+    assert plan.spec_for("model.layers.3.self_attn.k_proj").bits == 8
+    assert plan.spec_for("model.layers.3.self_attn.k_proj").block == 0
+    assert plan.spec_for("model.layers.3.self_attn.o_proj").bits == 4
+    assert plan.spec_for("model.layers.3.mlp.down_proj").method == "gptq"
+
+
+def test_json_round_trip(tmp_path: Path) -> None:
+    plan = preset("mixed", method="awq", block=32)
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    assert load_plan(path) == plan
+
+
+def test_last_matching_rule_wins() -> None:
+    doc = {"rules": [{"pattern": "*.mlp.*", "bits": 8}, {"pattern": "*.down_proj", "bits": 4, "block": 32}]}
+    plan = plan_from_json(doc)
+    assert plan.spec_for("model.layers.0.mlp.up_proj").bits == 8
+    spec = plan.spec_for("model.layers.0.mlp.down_proj")
+    assert (spec.bits, spec.block) == (4, 32)
+
+
+def test_block_128_refused_for_width_576_with_valid_choices() -> None:
+    with pytest.raises(PlanError, match=r"does not divide input width 576.*\[16, 32, 64\]"):
+        preset("int4", block=128).resolve(SMOL_WIDTHS)
+
+
+def test_valid_blocks_resolve() -> None:
+    specs = preset("int4", block=64).resolve(SMOL_WIDTHS)
+    assert all(s.block == 64 for s in specs.values())
+    assert preset("int8").resolve(SMOL_WIDTHS)["model.layers.0.mlp.down_proj"].block == 0
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"bits": 3}, "bits must be one of"),
+        ({"block": 50}, "block must be 0"),
+        ({"method": "hqq"}, "method must be one of"),
+        ({"colour": "red"}, "unknown plan fields"),
+        ({"rules": [{"bits": 8}]}, r"rules\[0\] needs a 'pattern'"),
+        ({"rules": [{"pattern": "*", "bitz": 8}]}, "unknown fields"),
+        ({"kv_cache": "int4"}, "kv_cache must be one of"),
+        ({"calibration": {"file": "wikitext2-test.txt"}}, "must not use the test split"),
+        ([], "must be a JSON object"),
+    ],
+)
+def test_bad_plans_name_the_problem(doc: object, message: str) -> None:
+    with pytest.raises(PlanError, match=message):
+        plan_from_json(doc)
+
+
+def test_bad_json_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text("{nope")
+    with pytest.raises(PlanError, match="not valid JSON"):
+        load_plan(path)
+    path.write_text(json.dumps({"bits": 4, "block": 64, "method": "gptq"}))
+    assert load_plan(path).method == "gptq"
+
+
+def test_unknown_preset() -> None:
+    with pytest.raises(PlanError, match="unknown preset"):
+        preset("int2")
