@@ -57,7 +57,8 @@ fi
 # grpcio or numpy from source if pkg's versions do not satisfy a pin.
 if [ -n "$WHEEL" ]; then
     say "pip install $(basename "$WHEEL")"
-    pip install --disable-pip-version-check --upgrade --only-binary=grpcio,numpy "$WHEEL" \
+    # [client]: tqdm (pure Python), which host_service's CLI modules import at module level.
+    pip install --disable-pip-version-check --upgrade --only-binary=grpcio,numpy "${WHEEL}[client]" \
         >"$LOGS/pip.log" 2>&1 || fail "pip install of the edgellm wheel" "$LOGS/pip.log"
 fi
 
