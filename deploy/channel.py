@@ -23,11 +23,12 @@ SSH_PORT = 8022
 PUBKEY_ON_PHONE = "/sdcard/Download/edgellm_id_ed25519.pub"
 
 # Why a prologue: neither `run-as` nor a non-login ssh session sets Termux's environment, and
-# Termux binaries (pkg, pip, sv) need PREFIX, PATH and termux-exec's LD_PRELOAD for shebangs.
+# Termux binaries (pkg, pip, sv) need PREFIX, PATH and termux-exec's LD_PRELOAD for shebangs;
+# /system/bin comes last on PATH for toybox tools Termux may lack (setsid).
 # The fake adb server strips everything up to and including the marker line.
 PROLOGUE_MARKER = "# edgellm-termux-env"
 PROLOGUE = (
-    f"export HOME={HOME} PREFIX={PREFIX} PATH={PREFIX}/bin TMPDIR={PREFIX}/tmp "
+    f"export HOME={HOME} PREFIX={PREFIX} PATH={PREFIX}/bin:/system/bin TMPDIR={PREFIX}/tmp "
     f"LANG=en_US.UTF-8 SVDIR={PREFIX}/var/service LOGDIR={PREFIX}/var/log; "
     f'for l in "$PREFIX/lib/libtermux-exec-ld-preload.so" "$PREFIX/lib/libtermux-exec.so"; do '
     f'[ -f "$l" ] && export LD_PRELOAD="$l" && break; done; cd "$HOME" || exit 1\n{PROLOGUE_MARKER}\n'

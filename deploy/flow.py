@@ -229,7 +229,14 @@ def install_step(channel: Channel, files: DeviceFiles, state: DeployState) -> St
     )
 
 
-SERVICE_START = f"service-daemon start >/dev/null 2>&1; sleep 1; sv-enable {SERVICE} >/dev/null 2>&1; "
+# Why setsid/nohup: runsvdir (started by termux-services' service-daemon) must outlive this adb or
+# ssh session; detached from it and its pipes, the session's end does not take the daemon down.
+# The wake lock keeps Doze from suspending Termux until the next reboot (the boot script re-takes it).
+SERVICE_START = (
+    "setsid nohup service-daemon start </dev/null >/dev/null 2>&1; sleep 1; "
+    "termux-wake-lock </dev/null >/dev/null 2>&1; "
+    f"sv-enable {SERVICE} >/dev/null 2>&1; "
+)
 
 
 def service_step(channel: Channel, state: DeployState) -> Step:
