@@ -1,0 +1,46 @@
+"""`edgellm convert --model default|HF_DIR -o DIR`: build a verified MNN artifact."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from host_service.convert.pipeline import DEFAULT_BITS, DEFAULT_BLOCK, DEFAULT_LM_BITS
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `convert` subcommand."""
+    p = sub.add_parser("convert", help="GGUF/HF checkpoint -> verified MNN artifact with a manifest")
+    p.add_argument("--model", default="default", help="'default' (embedded SmolLM2) or an HF checkpoint dir")
+    p.add_argument("-o", "--output", type=Path, required=True, help="artifact directory to create")
+    p.add_argument("--bits", type=int, choices=(4, 8), default=DEFAULT_BITS, help="weight bits")
+    p.add_argument(
+        "--block", type=int, default=DEFAULT_BLOCK, help="quant block (0 = per-channel; must divide widths)"
+    )
+    p.add_argument("--lm-bits", type=int, choices=(4, 8), default=DEFAULT_LM_BITS, help="lm_head bits")
+    p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    p.set_defaults(handler=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Convert; bad input exits 2, a failed check or export exits 1, each with one line."""
+    from host_service.convert.llmexport_adapter import ExportFailed
+    from host_service.convert.pipeline import convert
+    from host_service.convert.verify import ConversionCheckFailed
+
+    try:
+        manifest = convert(ns.model, ns.output, ns.bits, ns.block, lm_bits=ns.lm_bits, force=ns.force)
+    except (ValueError, FileExistsError, FileNotFoundError) as exc:
+        sys.stderr.write(f"edgellm convert: {exc}\n")
+        return 2
+    except (ConversionCheckFailed, ExportFailed) as exc:
+        sys.stderr.write(f"edgellm convert: {exc}\n")
+        return 1
+    c = manifest.checks
+    sys.stdout.write(
+        f"{ns.output}: ppl torch {c['torch_ppl']:.2f} mnn {c['mnn_ppl']:.2f} "
+        f"(prefill {c['mnn_ppl_prefill']:.2f}, decode {c['mnn_ppl_decode']:.2f}), "
+        f"next-token agreement {c['agree_count']}/{c['prompts']}, {manifest.conversion_seconds}s\n"
+    )
+    return 0
