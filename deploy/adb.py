@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ class Phone:
 
         try:
             r = self._device.shell2(command, timeout=timeout, v2=True)
-        except AdbError as e:
+        except (AdbError, OSError, EOFError) as e:
             raise DeployError(f"adb shell failed on {self.serial}: {e}") from e
         log.debug("adb_shell", serial=self.serial, command=command, rc=r.returncode)
         return ShellResult(command, r.returncode, r.stdout, r.stderr)
@@ -108,7 +109,8 @@ def connect(serial: str | None, server: AdbServer = AdbServer()) -> Phone:
     client = adbutils.AdbClient(host=server.host, port=server.port)
     try:
         infos = client.list(extended=True)
-    except adbutils.AdbError as e:
+    except (adbutils.AdbError, OSError, subprocess.SubprocessError) as e:
+        # Why OSError/SubprocessError: with no server listening, adbutils runs `adb start-server`.
         raise DeployError(
             f"cannot reach the adb server ({e}); install Android platform-tools and run `adb start-server`"
         ) from e
