@@ -47,6 +47,7 @@ from deploy.probe import PhoneFacts, check_termux, keepalive_status, probe
 log = get_logger(__name__)
 
 DAEMON_PORT = 50051
+WHEEL_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can hold
 
 # Pushes an artifact directory to the daemon at target and loads it; returns the model id to load
 # at the next start. The default is the resumable push client (clients/push.py).
@@ -127,7 +128,10 @@ def _ask(text: str) -> bool:
 
 def build_wheel(out_dir: Path, runner: Runner = run_host) -> Path:
     """`pip wheel --no-deps .` of this repository into out_dir."""
-    p = runner([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out_dir), str(REPO_ROOT)])
+    # Why SOURCE_DATE_EPOCH: a reproducible wheel (fixed zip timestamps) hashes the same when the
+    # code has not changed, so a re-run skips the copy, the install and the restart.
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out_dir), str(REPO_ROOT)]
+    p = runner(["env", f"SOURCE_DATE_EPOCH={WHEEL_EPOCH}", *pip])
     wheels = sorted(out_dir.glob("edgellm-*.whl"))
     if p.returncode != 0 or not wheels:
         raise DeployError(f"could not build the edgellm wheel: {p.stderr.strip()}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,22 @@ def test_every_action_parses() -> None:
         assert ns.action == action and ns.serial == "S1"
     assert parse(["deploy", "device", "--artifact", "default"]).artifact == "default"
     assert parse(["deploy", "logs", "-n", "5"]).lines == 5
+
+
+def test_wheel_build_is_reproducible_by_construction(tmp_path: Path) -> None:
+    """The wheel is built with SOURCE_DATE_EPOCH so an unchanged tree hashes the same (re-run skips)."""
+    import subprocess
+    from collections.abc import Sequence
+
+    from deploy.device import build_wheel
+
+    seen: list[list[str]] = []
+
+    def runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        seen.append(list(argv))
+        (tmp_path / "edgellm-0.1.0-py3-none-any.whl").write_bytes(b"w")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    assert build_wheel(tmp_path, runner).name == "edgellm-0.1.0-py3-none-any.whl"
+    assert seen[0][:2] == ["env", "SOURCE_DATE_EPOCH=315532800"]
+    assert seen[0][3:7] == ["-m", "pip", "wheel", "--no-deps"]
