@@ -98,12 +98,14 @@ class Session:
         from host_service.convert.token_table import stop_token_ids, write_for_tokenizer
 
         start = time.perf_counter()
-        progress(0.0, "calibration data")
+        progress(0.0, "calibrate: tokenizing calibration text")
         calib = self.calibration(plan)
         qmodel = copy.deepcopy(self.model)
-        qweights, scales = quantize_model(qmodel, plan, calib, lambda f, m: progress(0.05 + 0.6 * f, m))
+        qweights, scales = quantize_model(
+            qmodel, plan, calib, lambda f, m: progress(0.05 + 0.6 * f, f"quantize: {m}")
+        )
         quant_s = time.perf_counter() - start
-        progress(0.65, "exporting MNN artifact")
+        progress(0.65, "export: llmexport graph + carried integer weights")
         tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -111,14 +113,18 @@ class Session:
             write_for_tokenizer(self.tokenizer, tmp)
             set_kv_mode(tmp, plan.kv_cache)
             export_s = time.perf_counter() - start - quant_s
-            progress(0.8, "evaluating fp, torch quantized and MNN")
+            progress(0.8, "evaluate: fp, torch quantized and MNN")
             scorers: dict[str, Scorer] = {
                 "fp": TorchScorer(self.model),
                 "torch": TorchScorer(qmodel),
                 "mnn": MnnScorer(tmp),
             }
             results = evaluate(
-                self.eval_ids, scorers, self.evaluation, "fp", lambda f, m: progress(0.8 + 0.19 * f, m)
+                self.eval_ids,
+                scorers,
+                self.evaluation,
+                "fp",
+                lambda f, m: progress(0.8 + 0.19 * f, f"evaluate: {m}"),
             )
             size = artifact_bytes(tmp)
             doc = self._manifest(plan, results, report.round_trip_exact, quant_s, export_s, size, scales)
@@ -129,7 +135,7 @@ class Session:
             tmp.replace(output)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        progress(1.0, "done")
+        progress(1.0, "done: artifact written")
         q = doc["quantization"]
         return {"artifact": str(output), "size_bytes": size, **q}
 
@@ -198,6 +204,6 @@ def set_kv_mode(artifact: Path, kv_cache: str) -> None:
 
 def quantize(request: QuantizeRequest, progress: Progress = _quiet) -> dict[str, Any]:
     """Run one quantization job end to end."""
-    progress(0.0, "loading model")
+    progress(0.0, "load: model and evaluation text")
     session = Session.open(resolve_model_dir(request.model), request.evaluation)
     return session.build(request.plan, request.output, progress)

@@ -1,0 +1,1 @@
+"""Operator support tables (JSON data, see each file's "source")."""
