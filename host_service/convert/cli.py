@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from host_service.convert.pipeline import DEFAULT_BITS, DEFAULT_BLOCK, DEFAULT_LM_BITS
+# Nothing heavy at import time: clients/cli.py imports every command module, on a phone too.
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -14,11 +15,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("convert", help="GGUF/HF checkpoint -> verified MNN artifact with a manifest")
     p.add_argument("--model", default="default", help="'default' (embedded SmolLM2) or an HF checkpoint dir")
     p.add_argument("-o", "--output", type=Path, required=True, help="artifact directory to create")
-    p.add_argument("--bits", type=int, choices=(4, 8), default=DEFAULT_BITS, help="weight bits")
-    p.add_argument(
-        "--block", type=int, default=DEFAULT_BLOCK, help="quant block (0 = per-channel; must divide widths)"
-    )
-    p.add_argument("--lm-bits", type=int, choices=(4, 8), default=DEFAULT_LM_BITS, help="lm_head bits")
+    p.add_argument("--bits", type=int, choices=(4, 8), default=None, help="weight bits (default 4)")
+    p.add_argument("--block", type=int, default=None, help="quant block, 0 = per-channel (default 32)")
+    p.add_argument("--lm-bits", type=int, choices=(4, 8), default=None, help="lm_head bits (default 8)")
     p.add_argument("--force", action="store_true", help="replace an existing output directory")
     p.set_defaults(handler=run)
 
@@ -29,8 +28,10 @@ def run(ns: argparse.Namespace) -> int:
     from host_service.convert.pipeline import convert
     from host_service.convert.verify import ConversionCheckFailed
 
+    given = {"bits": ns.bits, "block": ns.block, "lm_bits": ns.lm_bits}
+    options: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     try:
-        manifest = convert(ns.model, ns.output, ns.bits, ns.block, lm_bits=ns.lm_bits, force=ns.force)
+        manifest = convert(ns.model, ns.output, force=ns.force, **options)
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm convert: {exc}\n")
         return 2

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,8 +79,10 @@ def llmexport_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def export_mnn(hf_dir: Path, dst: Path, settings: ExportSettings, *, log_dir: Path) -> Path:
-    """Export ``hf_dir`` to an MNN artifact in ``dst`` (which must not exist yet)."""
+def export_mnn(
+    hf_dir: Path, dst: Path, settings: ExportSettings, *, log_dir: Path, extra: Sequence[str] = ()
+) -> Path:
+    """Export ``hf_dir`` to an MNN artifact in ``dst``; ``extra`` are more llmexport flags."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -97,6 +99,7 @@ def export_mnn(hf_dir: Path, dst: Path, settings: ExportSettings, *, log_dir: Pa
         # path forces the pymnn converter that ships with the mnn wheel.
         "--mnnconvert", "",
         *settings.to_args(),
+        *extra,
     ]  # fmt: skip
     log_path = log_dir / "llmexport.log"
     log.info("llmexport_start", dst=str(dst), args=settings.to_args())

@@ -40,6 +40,7 @@ class Manifest:
     checks: dict[str, Any]
     tools: dict[str, str]
     created: str
+    tokenizer: dict[str, Any] = field(default_factory=dict)
     conversion_seconds: float | None = None
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
@@ -64,6 +65,7 @@ class Manifest:
             raise ManifestError(f"malformed manifest: {exc}") from exc
         return cls(
             files=files,
+            tokenizer=data.get("tokenizer", {}),
             conversion_seconds=data.get("conversion_seconds"),
             extra=data.get("extra", {}),
             **fields,

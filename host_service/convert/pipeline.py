@@ -17,8 +17,14 @@ from typing import Any
 import structlog
 from tqdm import tqdm
 
+from common.paths import cache_dir
 from host_service.convert import llmexport_adapter as adapter
-from host_service.convert.default_model import SourceModel, default_source, sha256_file
+from host_service.convert.default_model import (
+    SourceModel,
+    default_source,
+    gguf_linear_widths,
+    sha256_file,
+)
 from host_service.convert.gguf_to_hf import check_rope_theta, gguf_to_hf, rope_theta_of
 from host_service.convert.manifest import (
     Manifest,
@@ -29,11 +35,10 @@ from host_service.convert.manifest import (
     verify_files,
     write_manifest,
 )
-from host_service.convert.verify import verify
+from host_service.convert.verify import PROMPTS, verify
 
 log = structlog.get_logger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # Chosen by measurement (docs/llmexport.md): INT4 block 32 for the body, INT8 for the tied
 # lm_head/embedding; ppl within 4% of torch on both MNN paths at 115 MB.
 DEFAULT_BITS = 4
@@ -41,16 +46,6 @@ DEFAULT_BLOCK = 32
 DEFAULT_LM_BITS = 8
 _TOOLS = ("torch", "transformers", "mnn", "llmexport", "gguf", "numpy")
 _STEPS = ("dequantize", "export", "rope check", "verify", "manifest", "publish")
-
-
-def cache_root() -> Path:
-    """Cache for intermediate checkpoints: ``$EDGELLM_CACHE_DIR``, else ``<repo>/.cache``."""
-    env = os.environ.get("EDGELLM_CACHE_DIR")
-    if env:
-        return Path(env)
-    if (REPO_ROOT / "pyproject.toml").is_file():
-        return REPO_ROOT / ".cache"
-    return Path.home() / ".cache" / "edgellm"
 
 
 def _hf_source(hf_dir: Path) -> SourceModel:
@@ -115,6 +110,27 @@ def _quantization(settings: adapter.ExportSettings, artifact: Path) -> dict[str,
     }
 
 
+def _write_token_table(hf_dir: Path, staging: Path) -> dict[str, Any]:
+    """Write tokens.bin (exact bytes per id, for the device's UTF-8-safe streaming)."""
+    from transformers import AutoTokenizer
+
+    from host_service.convert.token_table import stop_token_ids, token_pieces, write_for_tokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_dir))
+    pieces = token_pieces(tokenizer)
+    for prompt in PROMPTS:  # cheap guard: the table must reproduce the text byte for byte
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if b"".join(pieces[i] for i in ids) != prompt.encode("utf-8"):
+            raise adapter.ExportFailed(f"token table does not round-trip {prompt!r}")
+    table = write_for_tokenizer(tokenizer, staging)
+    return {
+        "token_table": table.name,
+        "mnn_tokenizer": "tokenizer.mtok",
+        "stop_token_ids": stop_token_ids(tokenizer, hf_dir),
+        "vocab_size": len(pieces),
+    }
+
+
 def convert(
     model: str,
     out_dir: Path,
@@ -130,7 +146,11 @@ def convert(
         raise FileExistsError(f"{out_dir} exists (pass force=True / --force to replace it)")
     started = time.perf_counter()
     settings = adapter.ExportSettings(bits=bits, block=block, lm_bits=lm_bits, lm_block=block)
-    if model != "default":
+    # Validate before anything heavy so bad flags fail in milliseconds.
+    if model == "default":
+        source = default_source()
+        adapter.validate_settings(settings, gguf_linear_widths(source.path))
+    else:
         source = _hf_source(Path(model))
         adapter.validate_settings(settings, _input_widths(model_facts(source.path)))
     staging = out_dir.with_name(f"{out_dir.name}.tmp-{os.getpid()}")
@@ -140,8 +160,7 @@ def convert(
     try:
         bar.set_postfix_str(_STEPS[0])
         if model == "default":
-            source = default_source()
-            hf_dir = gguf_to_hf(source.path, cache_root() / "hf" / f"{source.name}-{source.sha256[:12]}")
+            hf_dir = gguf_to_hf(source.path, cache_dir() / "hf" / f"{source.name}-{source.sha256[:12]}")
         else:
             hf_dir = source.path
         facts = model_facts(hf_dir)
@@ -149,6 +168,7 @@ def convert(
         bar.update()
         bar.set_postfix_str(_STEPS[1])
         adapter.export_mnn(hf_dir, staging, settings, log_dir=workdir)
+        tokenizer_info = _write_token_table(hf_dir, staging)
         bar.update()
         bar.set_postfix_str(_STEPS[2])
         theta = check_rope_theta(hf_dir, float(facts["rope_theta"] or 10000.0))
@@ -170,6 +190,7 @@ def convert(
                 "format": "gguf" if model == "default" else "hf",
             },
             quantization=_quantization(settings, staging),
+            tokenizer=tokenizer_info,
             model=facts,
             checks=checks.to_dict(),
             tools=_tool_versions(),
