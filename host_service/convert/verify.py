@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -12,9 +11,10 @@ from typing import Any
 import numpy as np
 import structlog
 
+from common.paths import data_dir
+
 log = structlog.get_logger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 EVAL_FILE = "wikitext2-test.txt"
 EVAL_TOKENS = 1024
 MAX_PPL_RATIO = 1.05  # MNN perplexity may be at most 5% above torch fp32
@@ -57,12 +57,6 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
         return asdict(self)
-
-
-def data_dir() -> Path:
-    """Directory holding the evaluation text (``$EDGELLM_DATA_DIR`` or ``<repo>/../shared/data``)."""
-    env = os.environ.get("EDGELLM_DATA_DIR")
-    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
 
 
 def eval_token_ids(tokenizer: Any, n_tokens: int = EVAL_TOKENS) -> list[int]:
@@ -152,6 +146,7 @@ def verify(
     artifact_dir: Path,
     hf_dir: Path,
     *,
+    n_tokens: int = EVAL_TOKENS,
     max_ratio: float = MAX_PPL_RATIO,
     min_agreement: float = MIN_AGREEMENT,
 ) -> CheckResult:
@@ -159,7 +154,7 @@ def verify(
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(hf_dir))
-    ids = eval_token_ids(tokenizer)
+    ids = eval_token_ids(tokenizer, n_tokens)
     prompts_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
     torch_ppl, torch_next = torch_reference(hf_dir, ids, prompts_ids)
     log.info("torch_reference_done", ppl=round(torch_ppl, 4))
