@@ -1,0 +1,98 @@
+"""The store on its own: manifest validation, quota/disk refusals, dedupe, delete, crash recovery."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from common.errors import InvalidArgument, NotFound, ResourceExhausted
+from device_daemon.store import ArtifactStore, check_path, parse_manifest
+
+
+def _manifest(files: dict[str, bytes], name: str = "m") -> str:
+    return json.dumps(
+        {
+            "name": name,
+            "files": [
+                {"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for p, d in files.items()
+            ],
+        }
+    )
+
+
+def _install(store: ArtifactStore, files: dict[str, bytes], name: str = "m") -> str:
+    m = parse_manifest(_manifest(files, name))
+    store.begin(m)
+    for f in m.files:
+        part = store.part(m.artifact_id, f.sha256)
+        part.write_bytes(files[f.path])
+        store.commit_blob(part, f.sha256)
+    return store.install(m).artifact_id
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["/etc/passwd", "../x", "a/../../x", "a\x00b", "a\\b", "C:/x", "a//b", "./a", "a/.", "", "manifest.json"],
+)
+def test_unsafe_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidArgument):
+        check_path(name)
+
+
+def test_link_entries_and_bad_fields_are_refused() -> None:
+    sha = "0" * 64
+    for entry in (
+        {"path": "a", "size": 1, "sha256": sha, "type": "symlink"},
+        {"path": "a", "size": 1, "sha256": sha, "link": "/etc/passwd"},
+        {"path": "a", "size": -1, "sha256": sha},
+        {"path": "a", "size": True, "sha256": sha},
+        {"path": "a", "size": 1, "sha256": "XYZ"},
+    ):
+        with pytest.raises(InvalidArgument):
+            parse_manifest(json.dumps({"files": [entry]}))
+    dup = {"files": [{"path": "a", "size": 1, "sha256": sha}, {"path": "a", "size": 1, "sha256": sha}]}
+    with pytest.raises(InvalidArgument, match="twice"):
+        parse_manifest(json.dumps(dup))
+    nested = {"files": [{"path": "a", "size": 1, "sha256": sha}, {"path": "a/b", "size": 1, "sha256": sha}]}
+    with pytest.raises(InvalidArgument, match="directory"):
+        parse_manifest(json.dumps(nested))
+
+
+def test_identical_files_are_stored_once(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "s")
+    shared = b"w" * 1000
+    a = _install(store, {"weights.bin": shared, "x": b"1"}, "a")
+    b = _install(store, {"w/weights.bin": shared, "x": b"2"}, "b")
+    assert len(list(store.blobs.iterdir())) == 3
+    assert {x.artifact_id for x in store.installed()} == {a, b}
+    store.delete(a)
+    assert len(list(store.blobs.iterdir())) == 2  # the shared blob stays: b still lists it
+    assert (store.artifacts / b / "w" / "weights.bin").read_bytes() == shared
+    with pytest.raises(NotFound):
+        store.delete(a)
+
+
+def test_quota_and_free_disk_are_checked_up_front(tmp_path: Path) -> None:
+    m = parse_manifest(_manifest({"a": b"x" * 5000}))
+    quota = ArtifactStore(tmp_path / "q", quota_bytes=4000)
+    with pytest.raises(ResourceExhausted, match="quota"):
+        quota.reserve(m, quota.status(m))
+    small = ArtifactStore(tmp_path / "d", free_bytes=lambda _p: 4096)
+    with pytest.raises(ResourceExhausted, match="free disk"):
+        small.reserve(m, small.status(m))
+    roomy = ArtifactStore(tmp_path / "r", free_bytes=lambda _p: 1 << 30)
+    assert roomy.reserve(m, roomy.status(m)) == 5000
+
+
+def test_half_built_installs_are_cleaned_on_start(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "s")
+    (store.tmp / "abc.123").mkdir()
+    (store.tmp / "abc.123" / "f").write_bytes(b"x")
+    (store.trash / "old").mkdir()
+    store = ArtifactStore(tmp_path / "s")
+    assert not list(store.tmp.iterdir())
+    assert not list(store.trash.iterdir())
+    assert store.installed() == []
