@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,8 +26,25 @@ class EngineConfig:
     threads: int = 2
     precision: str = "low"  # MNN: low = fp16/bf16 compute where the CPU has it
     power: str = "normal"  # MNN: high = big cores, low = little cores
-    memory: str = "low"  # MNN: low = keep weights quantized (dynamic dequant)
+    memory: str = "low"  # MNN: low = keep weights quantized, quantize activations at run time
+    # MNN dynamic_option 2: quantize activations per block (the weight block) instead of per
+    # channel; on SmolLM2 INT4 b32 it moves the first answer token back to torch's (docs/engine.md).
+    dynamic_option: int = 2
+    attention_mode: int = 8  # 8 = flash attention, fp KV; 9 = INT8 K; 10 = INT8 K and V
     use_mmap: bool = False
+
+    def mnn_overrides(self) -> dict[str, object]:
+        """The MNN config keys this config sets (all read once, inside load())."""
+        return {
+            "thread_num": self.threads,
+            "precision": self.precision,
+            "power": self.power,
+            "memory": self.memory,
+            "dynamic_option": self.dynamic_option,
+            "attention_mode": self.attention_mode,
+            "use_mmap": self.use_mmap,
+            "backend_type": "cpu",
+        }
 
 
 class MnnEngine:
@@ -52,17 +68,10 @@ class MnnEngine:
 
         start = time.perf_counter()
         llm = mnn_llm.create(str(self.artifact.mnn_config))
-        overrides = {
-            "thread_num": self.config.threads,
-            "precision": self.config.precision,
-            "power": self.config.power,
-            "memory": self.config.memory,
-            "use_mmap": self.config.use_mmap,
-            "backend_type": "cpu",
-        }
-        # Why before load(): MNN reads thread_num/power in initRuntime(), called only by load();
-        # set_config after load stores the value but never rebuilds the runtime.
-        llm.set_config(json.dumps(overrides))
+        overrides = self.config.mnn_overrides()
+        # Why a dict and why before load(): pymnn 3.6.1's set_config silently ignores a JSON
+        # string (returns True, changes nothing), and MNN reads these keys once in load().
+        llm.set_config(overrides)
         if llm.load() is False:
             raise Unavailable(f"MNN failed to load {self.artifact.path}")
         self._llm = llm
@@ -133,7 +142,8 @@ class MnnEngine:
         if out is None:
             raise Unavailable("MNN forward failed")
         self.history.extend(ids)
-        logits: Logits = np.asarray(out.read(), dtype=np.float32).reshape(-1)
+        # Why copy: Var.read() is a view of MNN's output buffer, overwritten by the next forward.
+        logits: Logits = np.array(out.read(), dtype=np.float32, copy=True).reshape(-1)
         return logits
 
     def reset(self) -> None:

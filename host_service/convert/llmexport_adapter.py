@@ -71,6 +71,28 @@ def validate_settings(settings: ExportSettings, input_widths: Iterable[int]) -> 
         raise ValueError(f"calibration data must not be the evaluation split {EVAL_FILE}")
 
 
+# Runtime keys written into the exported config.json, so the verification measures the path
+# the device runs. dynamic_option 2 quantizes activations per weight block rather than per
+# channel: with "memory": "low" (W4A8) it keeps SmolLM2's greedy answers on torch's tokens.
+RUNTIME_DEFAULTS: dict[str, object] = {
+    "memory": "low",
+    "precision": "low",
+    "dynamic_option": 2,
+    "thread_num": 2,
+}
+
+
+def tune_runtime_config(artifact_dir: Path, overrides: dict[str, object] | None = None) -> dict[str, object]:
+    """Write MNN runtime defaults into the artifact's config.json; return the resulting config."""
+    import json
+
+    path = artifact_dir / "config.json"
+    config: dict[str, object] = json.loads(path.read_text())
+    config.update(RUNTIME_DEFAULTS if overrides is None else overrides)
+    path.write_text(json.dumps(config, indent=4) + "\n")
+    return config
+
+
 def llmexport_dir() -> Path:
     """Directory of the installed llmexport package (holds its top-level ``utils``)."""
     spec = importlib.util.find_spec("llmexport")

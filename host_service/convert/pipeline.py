@@ -44,6 +44,8 @@ log = structlog.get_logger(__name__)
 DEFAULT_BITS = 4
 DEFAULT_BLOCK = 32
 DEFAULT_LM_BITS = 8
+# Bumped whenever the default recipe changes (flags, runtime keys), so cached artifacts rebuild.
+RECIPE_VERSION = 2
 _TOOLS = ("torch", "transformers", "mnn", "llmexport", "gguf", "numpy")
 _STEPS = ("dequantize", "export", "rope check", "verify", "manifest", "publish")
 
@@ -97,7 +99,9 @@ def _quantization(settings: adapter.ExportSettings, artifact: Path) -> dict[str,
     llm_config = json.loads((artifact / "llm_config.json").read_text())
     # A tied model's embedding reads the quantized lm_head rows (llm_config "tie_embeddings").
     tied = "tie_embeddings" in llm_config
+    runtime = json.loads((artifact / "config.json").read_text())
     return {
+        "recipe": RECIPE_VERSION,
         "method": "rtn",
         "bits": settings.bits,
         "block": settings.block,
@@ -107,6 +111,7 @@ def _quantization(settings: adapter.ExportSettings, artifact: Path) -> dict[str,
         "embed_block": settings.lm_block if tied else 0,
         "symmetric": False,
         "exporter": "llmexport",
+        "runtime": {k: runtime.get(k) for k in ("memory", "precision", "dynamic_option")},
     }
 
 
@@ -168,6 +173,7 @@ def convert(
         bar.update()
         bar.set_postfix_str(_STEPS[1])
         adapter.export_mnn(hf_dir, staging, settings, log_dir=workdir)
+        adapter.tune_runtime_config(staging)
         tokenizer_info = _write_token_table(hf_dir, staging)
         bar.update()
         bar.set_postfix_str(_STEPS[2])
@@ -219,6 +225,8 @@ def ensure_default_artifact(cache_dir: Path) -> Path:
         verify_files(cache_dir, manifest)
         if manifest.source.get("sha256") != default_source().sha256:
             raise ManifestError("artifact was built from a different default model")
+        if manifest.quantization.get("recipe") != RECIPE_VERSION:
+            raise ManifestError("artifact was built with an older conversion recipe")
         log.info("default_artifact_cached", path=str(cache_dir))
         return cache_dir
     except ManifestError as exc:
