@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clients.commands.chat",
     "clients.commands.status",
     "deploy.cli",
+    "clients.commands.models",
 )
 
 Handler = Callable[[argparse.Namespace], int]

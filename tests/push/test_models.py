@@ -1,0 +1,50 @@
+"""Model management with the real default artifact: push by CLI, load, delete-while-loaded, restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+from edgellm.v1 import device_pb2, device_pb2_grpc
+
+from clients.cli import main
+from device_daemon.config import DaemonConfig
+from device_daemon.server import start_server
+
+
+async def test_push_load_refuse_delete_restart_reload(default_artifact: Path, tmp_path: Path) -> None:
+    cfg = DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0)
+    d = await start_server(cfg)
+    try:
+        target = f"127.0.0.1:{d.port}"
+        assert await asyncio.to_thread(main, ["push", str(default_artifact), "--target", target]) == 0
+        [art] = d.core.store.installed()
+        async with grpc.aio.insecure_channel(target) as ch:
+            stub = device_pb2_grpc.DeviceDaemonStub(ch)
+            loaded = await stub.LoadModel(device_pb2.LoadModelRequest(model=art.artifact_id[:12]))
+            assert loaded.model.artifact_id == art.artifact_id
+            assert loaded.load_ms > 0 and loaded.warmup_ms > 0
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.DeleteArtifact(device_pb2.DeleteArtifactRequest(artifact_id=art.artifact_id))
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            models = (await stub.ListModels(device_pb2.ListModelsRequest())).models
+            assert [(m.artifact_id, m.loaded) for m in models] == [(art.artifact_id, True)]
+    finally:
+        await d.stop(0)
+    d2 = await start_server(cfg)  # same data dir: the daemon reloads the model it had
+    try:
+        assert d2.core.engine is not None and d2.core.engine.artifact.artifact_id == art.artifact_id
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{d2.port}") as ch:
+            stub = device_pb2_grpc.DeviceDaemonStub(ch)
+            await stub.UnloadModel(device_pb2.UnloadModelRequest())
+            await stub.DeleteArtifact(device_pb2.DeleteArtifactRequest(artifact_id=art.artifact_id))
+            assert not (await stub.ListModels(device_pb2.ListModelsRequest())).models
+    finally:
+        await d2.stop(0)
+    d3 = await start_server(cfg)  # unloaded on purpose: nothing to reload
+    try:
+        assert d3.core.engine is None
+    finally:
+        await d3.stop(0)
