@@ -25,7 +25,8 @@ def windows(n_tokens: int, context: int, stride: int) -> list[Window]:
     begin = 0
     while scored_to < n_tokens:
         end = min(begin + context, n_tokens)
-        out.append(Window(begin, end, end - scored_to))
+        # A window's first token has no context inside it: with stride == context it goes unscored.
+        out.append(Window(begin, end, min(end - scored_to, end - begin - 1)))
         scored_to = end
         begin += stride
     return out
