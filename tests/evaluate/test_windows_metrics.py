@@ -8,6 +8,7 @@ import pytest
 from host_service.evaluate.evaluate import EvalConfig, evaluate
 from host_service.evaluate.metrics import Accumulator, log_softmax
 from host_service.evaluate.report import table
+from host_service.evaluate.scorers import Scorer
 from host_service.evaluate.windows import windows
 
 
@@ -43,7 +44,7 @@ class _Fixed:
 def test_evaluate_reference_and_determinism() -> None:
     ids = list(np.random.default_rng(0).integers(0, 50, 300))
     cfg = EvalConfig(tokens=300, context=128, stride=64)
-    scorers = {"fp": _Fixed(0.0), "q": _Fixed(0.5)}
+    scorers: dict[str, Scorer] = {"fp": _Fixed(0.0), "q": _Fixed(0.5)}
     a = evaluate(ids, scorers, cfg, "fp")
     b = evaluate(ids, scorers, cfg, "fp")
     assert a == b
