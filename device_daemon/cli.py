@@ -23,7 +23,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--queue-size", type=int, default=8, help="requests that may wait (default 8)")
     p.add_argument("--max-new-tokens-cap", type=int, default=2048)
     p.add_argument("--kv-window", type=int, default=0, help="sliding KV window in tokens (0 = whole context)")
-    p.add_argument("--n-keep", type=int, default=4, help="protected tokens at the front of the window")
+    p.add_argument(
+        "--n-keep",
+        type=int,
+        default=4,
+        help="protected tokens at the window's front (-1 = the system prompt)",
+    )
+    p.add_argument("--kv-chunk", type=int, default=0, help="tokens evicted at once (0 = a quarter window)")
+    p.add_argument(
+        "--kv-method",
+        choices=("erase", "reprefill"),
+        default="erase",
+        help="slide by erasing in place (keeps positions) or by re-prefilling the kept tokens",
+    )
+    p.add_argument("--kv-quant", choices=("fp", "int8"), default="fp", help="KV cache precision")
     p.add_argument("--no-warmup", action="store_true", help="skip the warm-up inference after load")
     p.add_argument(
         "--auth-token",
@@ -54,6 +67,9 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         max_new_tokens_cap=ns.max_new_tokens_cap,
         kv_window=ns.kv_window,
         n_keep=ns.n_keep,
+        kv_chunk=ns.kv_chunk,
+        kv_method=ns.kv_method,
+        kv_quant=ns.kv_quant,
         warmup=not ns.no_warmup,
         auth_token=ns.auth_token,
     )

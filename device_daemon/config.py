@@ -25,8 +25,11 @@ class DaemonConfig:
     threads: int = 2
     queue_size: int = 8
     max_new_tokens_cap: int = 2048
-    kv_window: int = 0  # 0 = the whole context
-    n_keep: int = 4
+    kv_window: int = 0  # sliding KV window in tokens; 0 = no sliding (stop at the context length)
+    n_keep: int = 4  # protected tokens at the window's front; -1 = the system prompt
+    kv_chunk: int = 0  # tokens evicted at once; 0 = a quarter of the window
+    kv_method: str = "erase"  # "erase" (keep positions) or "reprefill" (rebuild the kept tokens)
+    kv_quant: str = "fp"  # KV cache precision: "fp" or "int8" (MNN attention_mode 8 / 10)
     warmup: bool = True
     grace_seconds: float = 2.0
     auth_token: str | None = None  # required when host is not loopback

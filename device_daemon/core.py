@@ -18,6 +18,8 @@ from device_daemon.artifact import Artifact, open_artifact
 from device_daemon.config import DaemonConfig
 from device_daemon.engine import EngineConfig, MnnEngine
 from device_daemon.generation import Event, Finished, GenerationJob, run_generation
+from device_daemon.kv_cache import KvCache
+from device_daemon.kv_window import WindowPolicy
 from device_daemon.store import ArtifactStore
 from device_daemon.worker import EngineWorker, Ticket
 
@@ -42,6 +44,7 @@ class DaemonCore:
         self.config = config
         self.worker = EngineWorker(config.queue_size)
         self.engine: MnnEngine | None = None
+        self.cache: KvCache | None = None  # the engine's KV contents (window, session reuse)
         self.state = "empty"  # empty | loading | idle | prefill | decode
         self.started = time.time()
         self.requests_served = 0
@@ -68,18 +71,23 @@ class DaemonCore:
 
         def _load() -> LoadInfo:
             self.state = "loading"
-            old, self.engine = self.engine, None
+            old, self.engine, self.cache = self.engine, None, None
             if old is not None:
                 old.close()
             try:
-                engine = MnnEngine(artifact, EngineConfig(threads=self.threads))
+                engine = MnnEngine(artifact, self.engine_config())
                 engine.load()
                 if self.config.warmup:
                     engine.warm_up()
+                policy = self.window_policy()
+                policy.validate(engine.context_length)
             except BaseException:
                 self.state = "empty"
                 raise
             self.engine = engine
+            self.cache = KvCache(
+                engine, policy, engine.special_id("<|im_start|>"), engine.special_id("<|im_end|>")
+            )
             self.state = "idle"
             return LoadInfo(artifact, engine.load_ms, engine.warmup_ms)
 
@@ -88,6 +96,18 @@ class DaemonCore:
         self._remember(artifact)
         self._notify(True)
         return info
+
+    def engine_config(self) -> EngineConfig:
+        """Runtime settings for the next load."""
+        kv = {"fp": 8, "int8": 10}
+        if self.config.kv_quant not in kv:
+            raise ValueError(f"kv_quant must be one of {sorted(kv)}, got {self.config.kv_quant!r}")
+        return EngineConfig(threads=self.threads, attention_mode=kv[self.config.kv_quant])
+
+    def window_policy(self) -> WindowPolicy:
+        """The daemon's sliding-window policy."""
+        c = self.config
+        return WindowPolicy(window=c.kv_window, n_keep=c.n_keep, chunk=c.kv_chunk, method=c.kv_method)
 
     # -- artifacts, memory admission, restart memory (issue 4) -------------------------------------
     def resolve_artifact(self, name: str) -> Path:
@@ -152,7 +172,7 @@ class DaemonCore:
         def _unload() -> None:
             if self.engine is not None:
                 self.engine.close()
-            self.engine = None
+            self.engine, self.cache = None, None
             self.state = "empty"
 
         await asyncio.wrap_future(self.worker.call(_unload))
@@ -195,8 +215,8 @@ class DaemonCore:
             ticket.cancel()
 
     def _run(self, job: GenerationJob, ticket: Ticket) -> None:
-        engine = self.engine
-        if engine is None:
+        cache = self.cache
+        if cache is None:
             raise FailedPrecondition("the model was unloaded while this request waited")
         self.state = "prefill"
 
@@ -206,7 +226,7 @@ class DaemonCore:
             ticket.emit(event)
 
         try:
-            finished: Finished = run_generation(engine, job, emit, ticket.cancelled)
+            finished: Finished = run_generation(cache, job, emit, ticket.cancelled)
         finally:
             self.state = "idle" if self.engine is not None else "empty"
         self.requests_served += 1
@@ -219,6 +239,8 @@ class DaemonCore:
             request_id=ticket.request_id,
             finish_reason=finished.reason,
             prompt_tokens=s.prompt_tokens,
+            prefilled_tokens=s.prefilled_tokens,
+            evicted_tokens=s.evicted_tokens,
             completion_tokens=s.completion_tokens,
             ttft_ms=round(s.ttft_ms, 1),
             queue_ms=round(s.queue_ms, 1),
@@ -235,4 +257,4 @@ class DaemonCore:
         await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
         if self.engine is not None:
             self.engine.close()
-            self.engine = None
+            self.engine, self.cache = None, None

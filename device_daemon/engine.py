@@ -57,7 +57,8 @@ class MnnEngine:
         self.stop_ids = artifact.stop_token_ids
         self.context_length = artifact.context_length
         self._llm: object | None = None
-        self.history: list[int] = []  # tokens currently in the KV cache
+        self.history: list[int] = []  # tokens currently in the KV cache (physical order)
+        self.position = 0  # RoPE position the next token gets (MNN's all_seq_len)
         self.load_ms = 0.0
         self.warmup_ms = 0.0
 
@@ -122,6 +123,14 @@ class MnnEngine:
         """Raw bytes of one token."""
         return self.tokens.bytes_of(token)
 
+    def special_id(self, text: str) -> int | None:
+        """Id of the token whose bytes are exactly `text` (e.g. '<|im_start|>'), if any."""
+        want = text.encode()
+        for token in range(len(self.tokens)):
+            if self.tokens.bytes_of(token) == want:
+                return token
+        return None
+
     @property
     def vocab_size(self) -> int:
         """Number of token ids."""
@@ -142,6 +151,7 @@ class MnnEngine:
         if out is None:
             raise Unavailable("MNN forward failed")
         self.history.extend(ids)
+        self.position += len(ids)
         # Why copy: Var.read() is a view of MNN's output buffer, overwritten by the next forward.
         logits: Logits = np.array(out.read(), dtype=np.float32, copy=True).reshape(-1)
         return logits
@@ -150,13 +160,35 @@ class MnnEngine:
         """Forget the KV cache (MNN drops it on the next forward)."""
         self._require().reset()  # type: ignore[attr-defined]
         self.history = []
+        self.position = 0
 
     def truncate(self, keep: int) -> None:
-        """Keep only the first `keep` tokens of the KV cache."""
+        """Keep only the first `keep` tokens of the KV cache (positions follow: nothing is kept after)."""
         if keep >= len(self.history):
             return
         if keep == 0:
             self.reset()
             return
-        self._require().erase_history(keep, 0)  # type: ignore[attr-defined]
+        # erase_history lives on the raw pybind object, not on the Python wrapper.
+        self._require()._c_obj.erase_history(keep, 0)  # type: ignore[attr-defined]
         del self.history[keep:]
+        self.position = keep
+
+    def erase(self, begin: int, end: int) -> None:
+        """Drop cached tokens [begin, end) in place, keeping every kept token's RoPE position.
+
+        Why restore all_seq_len: erase_history compacts MNN's position counter, so new tokens would
+        get positions that overlap the kept keys' (which keep their old rotation); perplexity
+        went 8 → 64 in a trial. Restoring the counter keeps positions absolute and consistent.
+        """
+        if not 0 <= begin < end <= len(self.history):
+            raise ValueError(f"bad erase range [{begin}, {end}) of {len(self.history)}")
+        llm = self._require()
+        llm._c_obj.erase_history(begin, end)  # type: ignore[attr-defined]
+        llm.context.update(all_seq_len=self.position)  # type: ignore[attr-defined]
+        del self.history[begin:end]
+
+    def rebuild(self, tokens: Sequence[int]) -> Logits | None:
+        """Reset and prefill tokens (compact positions); return the last logits (None if empty)."""
+        self.reset()
+        return self.prefill(tokens) if tokens else None

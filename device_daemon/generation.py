@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from common.errors import InvalidArgument
 from common.logs import get_logger
 from device_daemon.engine import MnnEngine
+from device_daemon.kv_cache import ContextFull, FeedStats, KvCache
 from device_daemon.sampler import Sampler, SamplingConfig
 from device_daemon.text import StopMatcher, Utf8Stream
 
@@ -81,13 +82,14 @@ def render_prompt(engine: MnnEngine, job: GenerationJob) -> list[int]:
 
 
 def run_generation(
-    engine: MnnEngine,
+    cache: KvCache,
     job: GenerationJob,
     emit: Emit,
     cancelled: threading.Event,
     between_tokens: Callable[[], None] | None = None,
 ) -> Finished:
     """Generate for job, emitting Delta events and finally one Finished event (also returned)."""
+    engine = cache.engine
     started = time.perf_counter()
     ids = render_prompt(engine, job)
     job.sampling.validate(engine.vocab_size)
@@ -95,11 +97,15 @@ def run_generation(
     sampler.observe_prompt(ids)
     text = Utf8Stream()
     stops = StopMatcher(list(job.stop))
-    max_new = min(job.max_new_tokens, engine.context_length - len(ids))
+    max_new = (
+        job.max_new_tokens
+        if cache.policy.sliding
+        else min(job.max_new_tokens, engine.context_length - len(ids))
+    )
 
-    engine.reset()
+    feed = FeedStats()
     t_prefill = time.perf_counter()
-    logits = engine.prefill(ids)
+    logits = cache.feed(cache.begin(job.session_id, ids, feed), feed)
     t_first = 0.0
     generated = 0
     reason, stop_sequence = "length", ""
@@ -128,7 +134,11 @@ def run_generation(
             break
         if between_tokens is not None:
             between_tokens()
-        logits = engine.decode(token)
+        try:
+            logits = cache.step(token, feed)
+        except ContextFull:
+            reason = "context"
+            break
     if reason != "stop" or not stop_sequence:
         tail = stops.push(text.flush()).text + stops.flush() if reason != "cancelled" else ""
         if tail or pending_ids:
@@ -138,16 +148,17 @@ def run_generation(
     if reason == "length" and generated < job.max_new_tokens:
         reason = "context"
     done = time.perf_counter()
+    prefill_done = feed.prefilled + feed.recomputed
     prefill_s = max(t_first - t_prefill, 1e-9)
     decode_s = done - t_first
     stats = Stats(
         prompt_tokens=len(ids),
         completion_tokens=generated,
         ttft_ms=(t_first - job.received_at) * 1000,
-        prefill_tokens_per_second=len(ids) / prefill_s,
+        prefill_tokens_per_second=prefill_done / prefill_s if prefill_done else 0.0,
         decode_tokens_per_second=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
-        prefilled_tokens=len(ids),
-        evicted_tokens=0,
+        prefilled_tokens=feed.prefilled,
+        evicted_tokens=feed.evicted,
         queue_ms=(started - job.received_at) * 1000,
         total_ms=(done - job.received_at) * 1000,
     )

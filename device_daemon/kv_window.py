@@ -50,7 +50,8 @@ class WindowPolicy:
             raise InvalidArgument(f"kv_window {self.window} is too small (minimum 64)")
         if self.window and self.n_keep >= self.window // 2:
             raise InvalidArgument(
-                f"n_keep {self.n_keep} must be below half the window ({self.window // 2}) to leave room to slide"
+                f"n_keep {self.n_keep} must be below half the window ({self.window // 2}) "
+                "to leave room to slide"
             )
         if self.n_keep < -1:
             raise InvalidArgument(f"n_keep must be >= 0 (or -1 for the system prompt), got {self.n_keep}")
