@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
-from edgellm.v1 import device_pb2_grpc
 
 from clients.client import MAX_MESSAGE_BYTES
 from clients.push import CHUNK_BYTES, Pusher, PushProgress, load_local
 from common.paths import default_artifact_dir
 from device_daemon.config import DaemonConfig
 from device_daemon.server import RunningDaemon, start_server
+from edgellm.v1 import device_pb2_grpc
 
 T = TypeVar("T")
 

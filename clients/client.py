@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 import grpc
-from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 from common.auth import client_metadata
 from common.targets import resolve_target
+from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 

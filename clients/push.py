@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from edgellm.v1 import device_pb2, device_pb2_grpc
 
 from device_daemon.store.manifest import MANIFEST, FileEntry, PushManifest, parse_manifest
+from edgellm.v1 import device_pb2, device_pb2_grpc
 
 CHUNK_BYTES = 1 << 20
 RETRY_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)

@@ -57,10 +57,10 @@ ArtifactInstaller = Callable[[str, Path], str]
 def push_artifact(target: str, artifact: Path) -> str:
     """Resumable push (clients.push.Pusher) through the forwarded port; returns the artifact id."""
     import grpc
-    from edgellm.v1 import device_pb2_grpc
 
     # Imported lazily: the push client is its own module, only needed when there is an artifact.
     from clients.push import Pusher
+    from edgellm.v1 import device_pb2_grpc
 
     with grpc.insecure_channel(target) as ch:
         report = Pusher(device_pb2_grpc.DeviceDaemonStub(ch), artifact).run()
@@ -71,6 +71,7 @@ def push_artifact(target: str, artifact: Path) -> str:
 def load_model(target: str, model: str) -> None:
     """LoadModel on the daemon (replaces any loaded model)."""
     import grpc
+
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
     with grpc.insecure_channel(target) as ch:

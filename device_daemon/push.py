@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from edgellm.v1 import device_pb2
-
 from common.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from common.logs import get_logger
 from device_daemon.artifact import Artifact
 from device_daemon.store.manifest import FileEntry, PushManifest, parse_manifest
 from device_daemon.store.store import ArtifactStore
+from edgellm.v1 import device_pb2
 
 log = get_logger(__name__)
 

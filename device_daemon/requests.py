@@ -6,12 +6,11 @@ import math
 import time
 import uuid
 
-from edgellm.v1 import device_pb2
-
 from common.errors import InvalidArgument
 from device_daemon.config import DaemonConfig
 from device_daemon.generation import GenerationJob
 from device_daemon.sampler import SamplingConfig
+from edgellm.v1 import device_pb2
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 MAX_STOP_STRINGS = 16

@@ -7,7 +7,6 @@ import signal
 from dataclasses import dataclass
 
 import grpc
-from edgellm.v1 import device_pb2, device_pb2_grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -16,6 +15,7 @@ from common.logs import get_logger
 from device_daemon.config import DaemonConfig
 from device_daemon.core import DaemonCore
 from device_daemon.service import DeviceDaemonService
+from edgellm.v1 import device_pb2, device_pb2_grpc
 
 log = get_logger(__name__)
 

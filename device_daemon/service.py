@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 from common.errors import FailedPrecondition, InvalidArgument
 from common.grpc_util import client_stream, server_stream, unary
@@ -17,6 +16,7 @@ from device_daemon.generation import Delta, Finished, Stats
 from device_daemon.push import PushReceiver
 from device_daemon.requests import job_from
 from device_daemon.store import StoreStatus, parse_manifest
+from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 

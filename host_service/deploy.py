@@ -10,10 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edgellm.v1 import device_pb2
-
 from clients.client import DaemonClient
 from clients.push import Pusher, PushProgress
+from edgellm.v1 import device_pb2
 
 Progress = Callable[[float, str], None]
 PUSH_SHARE = 0.8  # fraction of the job's progress bar the push takes

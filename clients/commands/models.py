@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import grpc
-from edgellm.v1 import device_pb2
 
 from clients.client import DaemonClient
 from clients.commands.common_args import add_target, report_rpc_error
 from clients.push import CHUNK_BYTES, Pusher, PushProgress
+from edgellm.v1 import device_pb2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,11 +7,11 @@ import json
 import sys
 
 import grpc
-from edgellm.v1 import device_pb2
 from google.protobuf.json_format import MessageToDict
 
 from clients.client import DaemonClient
 from clients.commands.common_args import add_target, report_rpc_error
+from edgellm.v1 import device_pb2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

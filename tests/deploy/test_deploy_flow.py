@@ -305,9 +305,8 @@ def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> No
     import hashlib
     import json
 
-    from edgellm.v1 import device_pb2, device_pb2_grpc
-
     from deploy.device import push_artifact
+    from edgellm.v1 import device_pb2, device_pb2_grpc
 
     deploy_device(rig.config, rig.io)
     art = tmp_path / "tiny"

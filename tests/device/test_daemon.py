@@ -18,11 +18,14 @@ CAPITAL = [common_pb2.ChatMessage(role="user", content="What is the capital of F
 
 def chat(content: str, **kw: object) -> device_pb2.GenerateRequest:
     return device_pb2.GenerateRequest(
-        messages=[common_pb2.ChatMessage(role="user", content=content)], **kw  # type: ignore[arg-type]
+        messages=[common_pb2.ChatMessage(role="user", content=content)],
+        **kw,  # type: ignore[arg-type]
     )
 
 
-async def collect(stub: device_pb2_grpc.DeviceDaemonStub, request: device_pb2.GenerateRequest) -> list[device_pb2.GenerateResponse]:
+async def collect(
+    stub: device_pb2_grpc.DeviceDaemonStub, request: device_pb2.GenerateRequest
+) -> list[device_pb2.GenerateResponse]:
     return [r async for r in stub.Generate(request)]
 
 
@@ -57,9 +60,13 @@ async def test_seeded_sampling_is_reproducible(daemon_stub: device_pb2_grpc.Devi
     assert a != c
 
 
-async def test_utf8_split_characters_are_never_emitted_half(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_utf8_split_characters_are_never_emitted_half(
+    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+) -> None:
     # Japanese text: most characters take several byte-level tokens in this vocabulary.
-    responses = await collect(daemon_stub, device_pb2.GenerateRequest(prompt="日本の首都は東京です。日本の", max_new_tokens=24))
+    responses = await collect(
+        daemon_stub, device_pb2.GenerateRequest(prompt="日本の首都は東京です。日本の", max_new_tokens=24)
+    )
     deltas = [r for r in responses if r.token_ids]
     text = "".join(r.text for r in responses)
     assert any(ord(ch) > 127 for ch in text)
@@ -79,7 +86,9 @@ async def test_stop_string_ends_generation(daemon_stub: device_pb2_grpc.DeviceDa
 
 
 async def test_cancel_mid_stream_frees_the_engine(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
-    call = daemon_stub.Generate(chat("Write a very long essay about the history of Europe.", max_new_tokens=1500))
+    call = daemon_stub.Generate(
+        chat("Write a very long essay about the history of Europe.", max_new_tokens=1500)
+    )
     got = 0
     async for _ in call:
         got += 1
@@ -95,7 +104,9 @@ async def test_cancel_mid_stream_frees_the_engine(daemon_stub: device_pb2_grpc.D
 
 async def test_deadline_stops_generation(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        async for _ in daemon_stub.Generate(chat("Write a very long essay.", max_new_tokens=1500), timeout=0.5):
+        async for _ in daemon_stub.Generate(
+            chat("Write a very long essay.", max_new_tokens=1500), timeout=0.5
+        ):
             pass
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     responses = await collect(daemon_stub, device_pb2.GenerateRequest(messages=CAPITAL, max_new_tokens=4))
@@ -108,7 +119,10 @@ async def test_deadline_stops_generation(daemon_stub: device_pb2_grpc.DeviceDaem
         ({}, "no prompt"),
         ({"prompt": "hi", "max_new_tokens": 0}, "max_new_tokens"),
         ({"prompt": "hi", "max_new_tokens": 100_000}, "cap"),
-        ({"prompt": "hi", "max_new_tokens": 4, "sampling": device_pb2.SamplingParams(temperature=-0.5)}, "temperature"),
+        (
+            {"prompt": "hi", "max_new_tokens": 4, "sampling": device_pb2.SamplingParams(temperature=-0.5)},
+            "temperature",
+        ),
         ({"prompt": "hi", "max_new_tokens": 4, "sampling": device_pb2.SamplingParams(top_p=2.0)}, "top_p"),
         ({"prompt": "word " * 9000, "max_new_tokens": 4}, "context"),
         ({"prompt": "hi", "messages": CAPITAL, "max_new_tokens": 4}, "not both"),
@@ -126,7 +140,9 @@ async def test_invalid_requests_get_invalid_argument(
 
 async def test_unknown_model_is_not_found(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await collect(daemon_stub, device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4, model="llama-70b"))
+        await collect(
+            daemon_stub, device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4, model="llama-70b")
+        )
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -138,7 +154,9 @@ async def test_status_reports_the_loaded_model(daemon_stub: device_pb2_grpc.Devi
 
 
 async def test_full_queue_is_resource_exhausted(default_artifact: Path, tmp_path: Path) -> None:
-    running = await start_server(DaemonConfig(port=0, model=default_artifact, data_dir=tmp_path, queue_size=1, warmup=False))
+    running = await start_server(
+        DaemonConfig(port=0, model=default_artifact, data_dir=tmp_path, queue_size=1, warmup=False)
+    )
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
             stub = device_pb2_grpc.DeviceDaemonStub(channel)
@@ -186,7 +204,9 @@ async def test_reflection_lists_the_services(daemon: RunningDaemon) -> None:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
 
         async def one() -> reflection_pb2.ServerReflectionResponse:
-            async for r in stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])):
+            async for r in stub.ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+            ):
                 return r
             raise AssertionError("no reflection answer")
 
@@ -209,7 +229,9 @@ async def test_off_loopback_requires_a_token_and_checks_it(default_artifact: Pat
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await collect(stub, device_pb2.GenerateRequest(prompt="hi", max_new_tokens=1))
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
-            ok = await stub.GetStatus(device_pb2.GetStatusRequest(), metadata=(("authorization", "Bearer s3cret"),))
+            ok = await stub.GetStatus(
+                device_pb2.GetStatusRequest(), metadata=(("authorization", "Bearer s3cret"),)
+            )
             assert ok.version
     finally:
         await running.stop(0)

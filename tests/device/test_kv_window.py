@@ -25,7 +25,7 @@ def test_end_moves_to_the_next_message_start() -> None:
 
 def test_end_never_lands_inside_a_header() -> None:
     tokens = [*range(100, 130), S, 10, NL, *range(200, 300)]
-    begin, end = eviction_range(tokens, 4, 28, turn_start=S)  # naive end = 32: inside "S 10 NL"
+    _, end = eviction_range(tokens, 4, 28, turn_start=S)  # naive end = 32: inside "S 10 NL"
     assert tokens[end] == S or end <= 30
     assert end == 30
 

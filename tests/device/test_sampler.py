@@ -44,7 +44,10 @@ def test_top_k_restricts_candidates() -> None:
 def test_top_p_and_min_p_cut_the_tail() -> None:
     x = np.full(V, -10.0, dtype=np.float32)
     x[[4, 9]] = [5.0, 4.9]
-    for cfg in (SamplingConfig(temperature=1.0, top_p=0.9, seed=2), SamplingConfig(temperature=1.0, min_p=0.5, seed=2)):
+    for cfg in (
+        SamplingConfig(temperature=1.0, top_p=0.9, seed=2),
+        SamplingConfig(temperature=1.0, min_p=0.5, seed=2),
+    ):
         s = Sampler(cfg)
         assert {s.sample(x) for _ in range(200)} == {4, 9}
 

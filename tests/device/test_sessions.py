@@ -8,10 +8,10 @@ from pathlib import Path
 import grpc
 import pytest
 import pytest_asyncio
-from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 from device_daemon.config import DaemonConfig
 from device_daemon.server import RunningDaemon, start_server
+from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 SYSTEM = ("system", "You are a helpful AI assistant.")
 QUESTIONS = ["What is the capital of France?", "And of Germany?", "Name a famous dish from there."]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from edgellm.v1 import device_pb2, device_pb2_grpc
 
 from clients.cli import main
 from device_daemon.config import DaemonConfig
 from device_daemon.server import start_server
+from edgellm.v1 import device_pb2, device_pb2_grpc
 
 
 async def test_push_load_refuse_delete_restart_reload(default_artifact: Path, tmp_path: Path) -> None:

@@ -14,12 +14,12 @@ from typing import Any
 import grpc
 import pytest
 import pytest_asyncio
-from edgellm.v1 import device_pb2, device_pb2_grpc
 
 from clients.push import Pusher, PushProgress, load_local
 from device_daemon.artifact import open_artifact
 from device_daemon.config import DaemonConfig
 from device_daemon.server import RunningDaemon, start_server
+from edgellm.v1 import device_pb2, device_pb2_grpc
 
 
 def make_artifact(root: Path, sizes: dict[str, int], name: str = "fake", seed: int = 0) -> Path:
