@@ -53,7 +53,9 @@ def main() -> int:
     try:
         wait_serving(target, daemon, timeout=120)
         print(f"\n$ edgellm generate --target {target} --chat {ns.question!r}", flush=True)
-        rc = subprocess.call([*cli, "generate", "--target", target, "--chat", "--max-new-tokens", "64", ns.question])
+        rc = subprocess.call(
+            [*cli, "generate", "--target", target, "--chat", "--max-new-tokens", "64", ns.question]
+        )
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
