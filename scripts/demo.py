@@ -49,7 +49,21 @@ def main() -> int:
     target = f"127.0.0.1:{free_port()}"
     cli = [sys.executable, "-m", "clients.cli"]
     host, port = target.split(":")
-    daemon = subprocess.Popen([*cli, "daemon", "--host", host, "--port", port, "--model", str(ns.artifact)])
+    # The daemon logs warnings only, so its per-request log line doesn't interleave with the answer.
+    daemon = subprocess.Popen(
+        [
+            *cli,
+            "--log-level",
+            "WARNING",
+            "daemon",
+            "--host",
+            host,
+            "--port",
+            port,
+            "--model",
+            str(ns.artifact),
+        ]
+    )
     try:
         wait_serving(target, daemon, timeout=120)
         print(f"\n$ edgellm generate --target {target} --chat {ns.question!r}", flush=True)
