@@ -58,11 +58,8 @@ async def test_evaluate_survives_disconnect_and_can_be_rewatched(
     stub: host_pb2_grpc.HostServiceStub, tiny_artifact: tuple[Path, dict[str, Any]]
 ) -> None:
     path, _ = tiny_artifact
-    call = cast(
-        "grpc.aio.UnaryStreamCall[Any, host_pb2.JobEvent]",
-        stub.Evaluate(host_pb2.EvaluateRequest(artifact_dir=str(path), tokens=160)),
-    )
-    first = await call.read()
+    call: Any = stub.Evaluate(host_pb2.EvaluateRequest(artifact_dir=str(path), tokens=160))
+    first = cast(host_pb2.JobEvent, await call.read())
     job_id = first.job_id
     call.cancel()  # the client goes away; the job must keep running
     await asyncio.sleep(0.2)
