@@ -19,6 +19,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clients.commands.status",
     "deploy.cli",
     "clients.commands.models",
+    "host_service.quantize.cli",
+    "host_service.evaluate.cli",
+    "host_service.scan.cli",
 )
 
 Handler = Callable[[argparse.Namespace], int]
