@@ -1,4 +1,4 @@
-"""Quantization benchmark on the default model: one row per plan (torch and MNN perplexity, top-1, size, time).
+"""Quantization benchmark on the default model: one row per plan (torch/MNN ppl, top-1, size, time).
 
 Usage: .venv/bin/python bench/bench_quant.py --configs rtn-b64 gptq-b64 ... [--tokens 2048] [--out FILE]
 Config names: fp, int8, {rtn,gptq,awq}-b{32,64}, mixed-{rtn,gptq,awq}-b64, auto-{3,8} (GPTQ-based search).
@@ -31,10 +31,14 @@ def plan_for(name: str) -> QuantPlan:
 def main() -> None:
     """Run the configs, print a table, write JSON."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", nargs="+", required=True)
+    ap.add_argument("--configs", nargs="*", default=[])
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--out", type=Path, default=cache_dir() / "bench" / "quant.json")
+    ap.add_argument("--table", action="store_true", help="only print the markdown table of --out")
     args = ap.parse_args()
+    if args.table:
+        print(markdown(json.loads(args.out.read_text())))
+        return
     session = Session.open(resolve_model_dir("default"), EvalConfig(tokens=args.tokens))
     rows: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
     for name in args.configs:
@@ -58,6 +62,24 @@ def main() -> None:
             f"quant {result['quantize_seconds']:.0f}s wall {result['wall_seconds']:.0f}s",
             flush=True,
         )
+
+
+def markdown(rows: dict[str, Any]) -> str:
+    """The benchmark table in markdown."""
+    out = [
+        "| config | fp ppl | torch ppl | MNN ppl | MNN/torch | Δ vs fp (MNN) | top-1 vs fp | KL vs fp "
+        "| size MB | quantize s | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in rows.items():
+        e = r["evaluation"]["results"]
+        fp, t, m = e["fp"]["ppl"], e["torch"]["ppl"], e["mnn"]["ppl"]
+        out.append(
+            f"| {name} | {fp:.3f} | {t:.3f} | {m:.3f} | {m / t - 1:+.2%} | {m / fp - 1:+.1%} | "
+            f"{e['mnn']['top1']:.3f} | {e['mnn']['kl']:.4f} | {r['size_bytes'] / 1e6:.1f} | "
+            f"{r['quantize_seconds']:.0f} | {r.get('wall_seconds', 0):.0f} |"
+        )
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
