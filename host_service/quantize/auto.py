@@ -192,4 +192,5 @@ def _plan_for(base: QuantPlan, int8_units: list[list[str]]) -> QuantPlan:
         lm_head_block=base.lm_head_block,
         kv_cache=base.kv_cache,
         calibration=base.calibration,
+        gptq_act_order=base.gptq_act_order,
     )

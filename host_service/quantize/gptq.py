@@ -35,10 +35,16 @@ class GPTQ:
         self.hessian += x.t() @ x
 
     def quantize(
-        self, bits: int, block: int, percdamp: float = 0.01, lazy_block: int = 128
+        self, bits: int, block: int, percdamp: float = 0.01, lazy_block: int = 128, act_order: bool = False
     ) -> QuantizedWeight:
-        """Quantize the layer's weight; groups get their grid from the error-updated weights."""
+        """Quantize the layer's weight; groups get their grid from the error-updated weights.
+
+        With ``act_order`` columns go in order of decreasing Hessian diagonal and every block keeps
+        a static grid computed up front (GPTQ's ``static_groups``), so blocks stay contiguous.
+        """
         assert self.hessian is not None, "quantize after free"
+        if act_order:
+            return self._quantize_act_order(bits, block, percdamp, lazy_block)
         w = self.layer.weight.detach().to(torch.float32).clone()  # [oc, ic]
         oc, ic = w.shape
         group = block_size(ic, block)
@@ -87,6 +93,44 @@ class GPTQ:
             w[:, i2:] -= err1 @ hinv[i1:i2, i2:]
         check_finite(scale, "GPTQ scales")
         return QuantizedWeight(codes=codes, scale=scale, zero=zero, bits=bits, block=group)
+
+    def _quantize_act_order(self, bits: int, block: int, percdamp: float, lazy_block: int) -> QuantizedWeight:
+        assert self.hessian is not None
+        w = self.layer.weight.detach().to(torch.float32).clone()  # [oc, ic]
+        oc, ic = w.shape
+        group = block_size(ic, block)
+        h = self.hessian.clone()
+        dead = torch.diag(h) == 0
+        h[dead, dead] = 1
+        w[:, dead] = 0
+        grid = rtn_quantize(w, bits, group, clip_search=True)  # static per-block grids
+        offset = 1 << (bits - 1)
+        levels = (1 << bits) - 1
+        lo_all = grid.zero - offset * grid.scale  # [oc, nb]
+        perm = torch.argsort(torch.diag(h), descending=True)
+        w = w[:, perm]
+        h = h[perm][:, perm]
+        h += torch.eye(ic) * (percdamp * torch.mean(torch.diag(h)))
+        hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
+        check_finite(hinv, "GPTQ inverse Hessian")
+        codes = torch.zeros(oc, ic, dtype=torch.uint8)
+        for i1 in range(0, ic, lazy_block):
+            i2 = min(i1 + lazy_block, ic)
+            w1 = w[:, i1:i2].clone()
+            err1 = torch.zeros_like(w1)
+            hinv1 = hinv[i1:i2, i1:i2]
+            for i in range(i2 - i1):
+                col = int(perm[i1 + i])
+                sc, lo = grid.scale[:, col // group], lo_all[:, col // group]
+                wc = w1[:, i]
+                u = torch.clamp(torch.round((wc - lo) / sc), 0, levels)
+                q = u * sc + lo
+                codes[:, col] = u.to(torch.uint8)
+                e = (wc - q) / hinv1[i, i]
+                w1[:, i:] -= e.unsqueeze(1) @ hinv1[i, i:].unsqueeze(0)
+                err1[:, i] = e
+            w[:, i2:] -= err1 @ hinv[i1:i2, i2:]
+        return QuantizedWeight(codes=codes, scale=grid.scale, zero=grid.zero, bits=bits, block=group)
 
     def free(self) -> None:
         """Drop the Hessian."""

@@ -63,6 +63,7 @@ class QuantPlan:
     lm_head_block: int = 0
     kv_cache: str = "fp"
     calibration: Calibration = field(default_factory=Calibration)
+    gptq_act_order: bool = True  # GPTQ column order by Hessian diagonal, static block grids
 
     def spec_for(self, name: str) -> LayerSpec:
         """The resolved spec for module ``name``."""

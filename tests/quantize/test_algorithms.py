@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -36,7 +37,8 @@ def test_clip_search_never_worse_than_minmax() -> None:
     assert clipped <= plain
 
 
-def test_gptq_beats_rtn_on_output_error() -> None:
+@pytest.mark.parametrize("act_order", [False, True])
+def test_gptq_beats_rtn_on_output_error(act_order: bool) -> None:
     torch.manual_seed(0)
     layer = nn.Linear(128, 96, bias=False)
     x = _correlated_inputs(2048, 128)
@@ -44,7 +46,7 @@ def test_gptq_beats_rtn_on_output_error() -> None:
     gptq = GPTQ(layer)
     gptq.add_batch(x[:1024])
     gptq.add_batch(x[1024:])
-    q = gptq.quantize(4, 32)
+    q = gptq.quantize(4, 32, act_order=act_order)
     gptq.free()
     err_gptq = (x @ q.dequantize().t() - ref).pow(2).mean()
     err_rtn = (x @ rtn_quantize(layer.weight, 4, 32).dequantize().t() - ref).pow(2).mean()
