@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import grpc
 
-from device_daemon.store.manifest import MANIFEST, FileEntry, PushManifest, parse_manifest
+from device_daemon.store.manifest import MANIFEST, PUSH_STATUS_KEY, FileEntry, PushManifest, parse_manifest
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 CHUNK_BYTES = 1 << 20
@@ -124,11 +125,7 @@ class Pusher:
             if status.installed:
                 return self._report(attempts, start, skipped, None)
             try:
-                response = self.stub.PushArtifact(
-                    self._messages(plan(self.manifest, status), self.total - _missing(self.manifest, status)),
-                    metadata=self.metadata,
-                )
-                return self._report(attempts, start, skipped, response)
+                return self._report(attempts, start, skipped, self._push(status))
             except grpc.RpcError as err:
                 retry = err.code() in RETRY_CODES or "sha256 check" in (err.details() or "")
                 if not retry or attempts > self.retries:
@@ -148,8 +145,27 @@ class Pusher:
             response=response,
         )
 
-    def _messages(self, todo: list[tuple[FileEntry, int]], done: int) -> Iterator[device_pb2.ArtifactChunk]:
+    def _push(self, status: device_pb2.ArtifactStatus) -> device_pb2.PushArtifactResponse:
+        """One PushArtifact call: the manifest, then (once the device says go) the missing chunks."""
+        go: queue.SimpleQueue[device_pb2.ArtifactStatus | None] = queue.SimpleQueue()
+        call = self.stub.PushArtifact.future(self._messages(go), metadata=self.metadata)
+        fresh: device_pb2.ArtifactStatus | None = None
+        try:
+            # Why wait: the device holds a push of an artifact another push is writing until that
+            # one ends; chunks sent meanwhile pile up in gRPC's buffers, only to be skipped.
+            fresh = _pushed_status(call.initial_metadata())
+        finally:
+            go.put(fresh)  # None ends the request stream: the call already failed
+        return call.result()
+
+    def _messages(
+        self, go: queue.SimpleQueue[device_pb2.ArtifactStatus | None]
+    ) -> Iterator[device_pb2.ArtifactChunk]:
         yield device_pb2.ArtifactChunk(manifest_json=self.text)
+        status = go.get()
+        if status is None:
+            return
+        todo, done = plan(self.manifest, status), self.total - _missing(self.manifest, status)
         t0 = time.perf_counter()
         sent_here = 0
         for entry, offset in todo:
@@ -175,6 +191,14 @@ class Pusher:
         rate = sent_here / max(time.perf_counter() - t0, 1e-9)
         eta = (self.total - done) / rate if rate > 0 else -1.0
         return PushProgress(done, self.total, self.sent, rate, eta)
+
+
+def _pushed_status(metadata: Sequence[tuple[str, str | bytes]] | None) -> device_pb2.ArtifactStatus | None:
+    """The status the device sent when it took the push; None when the call failed before that."""
+    for key, value in metadata or ():
+        if key == PUSH_STATUS_KEY and isinstance(value, bytes):
+            return device_pb2.ArtifactStatus.FromString(value)
+    return None
 
 
 def _missing(manifest: PushManifest, status: device_pb2.ArtifactStatus) -> int:

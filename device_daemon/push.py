@@ -1,7 +1,8 @@
 """Receive a pushed artifact: stage chunks, verify each file's sha256, install atomically.
 
 Writes and hashing run on one helper thread per push (both release the GIL), pipelined behind
-the network reads, so a push costs little more than the bytes themselves. A staged file's size is
+the network reads in batches of a few MiB, so there is one thread hop per batch rather than per
+chunk and a push costs little more than the bytes themselves. A staged file's size is
 its persisted offset: a push that dies (client killed, link dropped, daemon restarted) resumes
 there, and the hash check at the end of each file catches anything a crash tore.
 """
@@ -12,8 +13,7 @@ import asyncio
 import errno
 import hashlib
 import os
-from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +23,18 @@ from common.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from common.logs import get_logger
 from device_daemon.artifact import Artifact
 from device_daemon.store.manifest import FileEntry, PushManifest, parse_manifest
-from device_daemon.store.store import ArtifactStore
+from device_daemon.store.store import ArtifactStore, StoreStatus
 from edgellm.v1 import device_pb2
 
 log = get_logger(__name__)
 
 MAX_CHUNK_BYTES = 4 << 20
-MAX_PENDING_WRITES = 8
+# Why 8 MiB: one I/O-thread job per batch keeps the loop's per-chunk cost to a list append, and
+# two batches (one being written, one filling) bound the memory a push holds.
+BATCH_BYTES = 8 << 20
+
+
+ReadyFn = Callable[[StoreStatus], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class _Part:
         self.fh = fh
         self.written = self.offset = size
 
-    def write(self, data: bytes, offset: int) -> None:
+    def write(self, data: bytes | memoryview, offset: int) -> None:
         """Append data at offset and hash it (I/O thread); never leaves a hole."""
         if self.fh is None or offset != self.written:
             raise FailedPrecondition(f"{self.entry.path}: write at {offset}, but {self.written} on disk")
@@ -94,8 +99,15 @@ class PushReceiver:
         self.store = store
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def receive(self, messages: AsyncIterator[device_pb2.ArtifactChunk]) -> PushResult:
-        """Consume one push stream (manifest first, then chunks) and install the artifact."""
+    async def receive(
+        self, messages: AsyncIterator[device_pb2.ArtifactChunk], ready: ReadyFn | None = None
+    ) -> PushResult:
+        """Consume one push stream (manifest first, then chunks) and install the artifact.
+
+        `ready` is awaited with the store's status once this push holds the artifact's lock: a
+        client that waits for it sends nothing while another push of the same artifact runs, and
+        plans its chunks from what the device holds then (nothing, if that push installed it).
+        """
         first = await anext(messages, None)
         if first is None or first.WhichOneof("payload") != "manifest_json":
             raise InvalidArgument("a push must start with a message carrying manifest_json")
@@ -103,15 +115,20 @@ class PushReceiver:
         lock = self._locks.setdefault(manifest.artifact_id, asyncio.Lock())
         async with lock:
             try:
-                return await self._receive(manifest, messages)
+                return await self._receive(manifest, messages, ready)
             finally:
                 self.store.release(manifest.artifact_id)
 
     async def _receive(
-        self, manifest: PushManifest, messages: AsyncIterator[device_pb2.ArtifactChunk]
+        self,
+        manifest: PushManifest,
+        messages: AsyncIterator[device_pb2.ArtifactChunk],
+        ready: ReadyFn | None,
     ) -> PushResult:
         store = self.store
         status = store.status(manifest)
+        if ready is not None:
+            await ready(status)
         if status.installed:
             art = store.install(manifest)  # no-op apart from dropping stale staging
             return PushResult(art, 0, manifest.total_bytes)
@@ -119,7 +136,9 @@ class PushReceiver:
         store.begin(manifest)
         log.info("push_started", artifact_id=manifest.artifact_id[:12], missing=status.missing_bytes)
         io = ThreadPoolExecutor(1, thread_name_prefix="push-io")
-        pending: deque[Future[Any]] = deque()
+        batch: list[tuple[_Part, bytes | memoryview, int]] = []
+        batch_bytes = 0
+        writing: Future[None] | None = None  # the batch on the I/O thread
         parts: dict[str, _Part] = {}
         received = skipped = 0
         loop = asyncio.get_running_loop()
@@ -129,22 +148,33 @@ class PushReceiver:
             # would leave a hole that the next push resumes after.
             return await asyncio.shield(asyncio.wrap_future(io.submit(fn, *args), loop=loop))
 
-        async def drain(keep: int) -> None:
-            while len(pending) > keep:
-                await asyncio.shield(asyncio.wrap_future(pending.popleft(), loop=loop))
+        async def flush(wait: bool) -> None:
+            """Wait for the batch being written, hand over the one filling; wait for it too if asked."""
+            nonlocal batch, batch_bytes, writing
+            if writing is not None:
+                done, writing = writing, None
+                await asyncio.shield(asyncio.wrap_future(done, loop=loop))
+            if batch:
+                writing = io.submit(_write_batch, batch)
+                batch, batch_bytes = [], 0
+            if wait and writing is not None:
+                await flush(False)
 
         try:
             async for msg in messages:
                 if msg.WhichOneof("payload") != "chunk":
                     raise InvalidArgument("only the first message of a push may carry a manifest")
                 c = msg.chunk
-                entry = manifest.entry(c.path)
-                n = len(c.data)
+                # Why read each field once: every access to a bytes field of a upb message copies it.
+                path, offset = c.path, c.offset
+                data: bytes | memoryview = c.data
+                entry = manifest.entry(path)
+                n = len(data)
                 if n > MAX_CHUNK_BYTES:
-                    raise InvalidArgument(f"chunk of {n} bytes for {c.path}; at most {MAX_CHUNK_BYTES}")
-                if c.offset + n > entry.size:
+                    raise InvalidArgument(f"chunk of {n} bytes for {path}; at most {MAX_CHUNK_BYTES}")
+                if offset + n > entry.size:
                     raise InvalidArgument(
-                        f"chunk {c.path}@{c.offset}+{n} runs past the manifest's size {entry.size}"
+                        f"chunk {path}@{offset}+{n} runs past the manifest's size {entry.size}"
                     )
                 if store.blob(entry.sha256).is_file():
                     skipped += n
@@ -153,25 +183,27 @@ class PushReceiver:
                 if part is None:
                     part = parts[entry.sha256] = _Part(store.part(manifest.artifact_id, entry.sha256), entry)
                     await run(part.open)
-                if c.offset > part.offset:
+                if offset > part.offset:
                     raise InvalidArgument(
-                        f"chunk {c.path}@{c.offset} leaves a gap: the device has {part.offset} bytes "
+                        f"chunk {path}@{offset} leaves a gap: the device has {part.offset} bytes "
                         "(ask GetArtifactStatus where to resume)"
                     )
-                data = c.data[part.offset - c.offset :] if c.offset < part.offset else c.data
+                if offset < part.offset:
+                    data = memoryview(data)[part.offset - offset :]
                 skipped += n - len(data)
                 if not data:
                     continue
                 received += len(data)
-                pending.append(io.submit(part.write, data, part.offset))
+                batch.append((part, data, part.offset))
+                batch_bytes += len(data)
                 part.offset += len(data)
                 if part.offset == entry.size:
-                    await drain(0)
+                    await flush(wait=True)
                     await run(self._finish, part)
                     del parts[entry.sha256]
-                else:
-                    await drain(MAX_PENDING_WRITES)
-            await drain(0)
+                elif batch_bytes >= BATCH_BYTES:
+                    await flush(wait=False)
+            await flush(wait=True)
             for part in list(parts.values()):  # zero-length files and parts already full
                 if part.offset == part.entry.size:
                     await run(self._finish, part)
@@ -196,8 +228,11 @@ class PushReceiver:
         finally:
             # Why wait here even when cancelled: the next push of this artifact must see every
             # byte this one accepted on disk, or it would resume from a wrong offset.
+            # A failed batch stops the ones after it at their offset check, so no hole is written.
+            if batch:
+                io.submit(_write_batch, batch)
             for part in parts.values():
-                pending.append(io.submit(part.close))
+                io.submit(part.close)
             io.shutdown(wait=True)
 
     def _finish(self, part: _Part) -> None:
@@ -211,3 +246,9 @@ class PushReceiver:
                 f"got {digest[:16]}...); its bytes were discarded, push again to resend that file"
             )
         self.store.commit_blob(part.path, part.entry.sha256)
+
+
+def _write_batch(batch: list[tuple[_Part, bytes | memoryview, int]]) -> None:
+    """Write and hash a batch of chunks in order (I/O thread)."""
+    for part, data, offset in batch:
+        part.write(data, offset)

@@ -16,6 +16,7 @@ from device_daemon.generation import Delta, Finished, Stats
 from device_daemon.push import PushReceiver
 from device_daemon.requests import job_from
 from device_daemon.store import StoreStatus, parse_manifest
+from device_daemon.store.manifest import PUSH_STATUS_KEY
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -147,7 +148,11 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         self, request_iterator: AsyncIterator[device_pb2.ArtifactChunk], context: Ctx
     ) -> device_pb2.PushArtifactResponse:
         """Receive an artifact: manifest first, then chunks; installs atomically when complete."""
-        result = await self.receiver.receive(request_iterator)
+
+        async def ready(st: StoreStatus) -> None:
+            await context.send_initial_metadata(((PUSH_STATUS_KEY, status_message(st).SerializeToString()),))
+
+        result = await self.receiver.receive(request_iterator, ready)
         return device_pb2.PushArtifactResponse(
             artifact=artifact_info(result.artifact, loaded=self._is_loaded(result.artifact.artifact_id)),
             bytes_received=result.bytes_received,

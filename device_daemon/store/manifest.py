@@ -12,6 +12,9 @@ from typing import Any
 from common.errors import InvalidArgument
 
 MANIFEST = "manifest.json"
+# PushArtifact's initial metadata: the serialized ArtifactStatus the device holds once the push
+# has the artifact's lock; the client sends chunks only after it, planned from it.
+PUSH_STATUS_KEY = "edgellm-push-status-bin"
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_FILES = 10_000
 MAX_PATH_CHARS = 512
