@@ -32,6 +32,7 @@ class EngineConfig:
     dynamic_option: int = 2
     attention_mode: int = 8  # 8 = flash attention, fp KV; 9 = INT8 K; 10 = INT8 K and V
     use_mmap: bool = False
+    all_logits: bool = False  # prefill returns every position's logits (for scoring text)
 
     def mnn_overrides(self) -> dict[str, object]:
         """The MNN config keys this config sets (all read once, inside load())."""
@@ -43,8 +44,15 @@ class EngineConfig:
             "dynamic_option": self.dynamic_option,
             "attention_mode": self.attention_mode,
             "use_mmap": self.use_mmap,
+            "all_logits": self.all_logits,
             "backend_type": "cpu",
         }
+
+
+def last_row(rows: Logits) -> Logits:
+    """The last position's logits from a [rows, vocab] array."""
+    row: Logits = rows[-1]
+    return row
 
 
 class MnnEngine:
@@ -139,11 +147,17 @@ class MnnEngine:
     # -- compute ---------------------------------------------------------------------------------
     def prefill(self, ids: Sequence[int]) -> Logits:
         """Append ids to the KV cache in one batch; return the last position's logits."""
+        return last_row(self._forward(list(ids)))
+
+    def prefill_all(self, ids: Sequence[int]) -> Logits:
+        """Like prefill, but return logits for every position: [len(ids), vocab] (needs all_logits)."""
+        if not self.config.all_logits:
+            raise FailedPrecondition("prefill_all needs EngineConfig(all_logits=True)")
         return self._forward(list(ids))
 
     def decode(self, token: int) -> Logits:
         """Append one token; return the next-token logits."""
-        return self._forward([token])
+        return last_row(self._forward([token]))
 
     def _forward(self, ids: list[int]) -> Logits:
         llm = self._require()
@@ -153,8 +167,9 @@ class MnnEngine:
         self.history.extend(ids)
         self.position += len(ids)
         # Why copy: Var.read() is a view of MNN's output buffer, overwritten by the next forward.
-        logits: Logits = np.array(out.read(), dtype=np.float32, copy=True).reshape(-1)
-        return logits
+        # Shape: [1, 1, V] normally, [1, T, V] with all_logits → [rows, V].
+        logits: Logits = np.array(out.read(), dtype=np.float32, copy=True)
+        return logits.reshape(-1, logits.shape[-1])
 
     def reset(self) -> None:
         """Forget the KV cache (MNN drops it on the next forward)."""

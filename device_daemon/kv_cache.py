@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from common.logs import get_logger
-from device_daemon.engine import Logits, MnnEngine
+from device_daemon.engine import Logits, MnnEngine, last_row
 from device_daemon.kv_window import WindowPolicy, eviction_range, system_prompt_length
 
 log = get_logger(__name__)
@@ -75,22 +77,28 @@ class KvCache:
     # -- feeding ---------------------------------------------------------------------------------------
     def feed(self, ids: Sequence[int], stats: FeedStats) -> Logits:
         """Prefill ids, sliding the window as needed; return the last logits."""
+        return last_row(self._feed(ids, stats, score=False))
+
+    def feed_scored(self, ids: Sequence[int], stats: FeedStats) -> Logits:
+        """Prefill ids like feed(); return logits for every fed position, [len(ids), vocab]."""
+        return self._feed(ids, stats, score=True)
+
+    def _feed(self, ids: Sequence[int], stats: FeedStats, score: bool) -> Logits:
         if not ids:
             raise ValueError("nothing to feed")
         pos = 0
-        logits: Logits | None = None
+        rows: list[Logits] = []
         while pos < len(ids):
             room = self._room()
             if room <= 0:
-                logits = self._evict(stats)
+                self._evict(stats)
                 continue
             piece = list(ids[pos : pos + room])
-            logits = self.engine.prefill(piece)
+            rows.append(self.engine.prefill_all(piece) if score else self.engine.prefill(piece)[None, :])
             self.logical.extend(piece)
             stats.prefilled += len(piece)
             pos += len(piece)
-        assert logits is not None
-        return logits
+        return np.concatenate(rows) if len(rows) > 1 else rows[0]
 
     def step(self, token: int, stats: FeedStats) -> Logits:
         """Decode one token, sliding first when the window is full."""
@@ -109,8 +117,8 @@ class KvCache:
             return pos_room
         return min(self.policy.window - len(engine.history), pos_room)
 
-    def _evict(self, stats: FeedStats) -> Logits:
-        """Make room: evict a chunk (or re-base positions); returns fresh last logits."""
+    def _evict(self, stats: FeedStats) -> None:
+        """Make room: evict a chunk in place, or re-prefill the kept tokens (also re-bases positions)."""
         engine = self.engine
         if not self.policy.sliding:
             raise ContextFull(f"the context of {engine.context_length} tokens is full")
@@ -122,25 +130,17 @@ class KvCache:
             self.evicted_total += evicted
             if self.policy.method == "erase" and engine.position + 1 < engine.context_length:
                 engine.erase(begin, end)
-                return _last_logits_unavailable()
+                return
             kept = engine.history[:begin] + engine.history[end:]
         else:
             kept = list(engine.history)
         # Re-prefill: compact positions (the "reprefill" method, or a re-base under "erase").
         stats.recomputed += len(kept)
-        logits = engine.rebuild(kept)
-        assert logits is not None
-        return logits
+        engine.rebuild(kept)
 
 
 class ContextFull(Exception):
     """No window to slide and no room left."""
-
-
-def _last_logits_unavailable() -> Logits:
-    import numpy as np
-
-    return np.empty(0, dtype=np.float32)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
