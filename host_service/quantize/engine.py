@@ -99,7 +99,15 @@ def quantize_model(
             scales += _awq_layer(adapter, model, layer, hidden, spec, prefix)
             gptq = {s: GPTQ(_linear(layer, s)) for s, v in spec.items() if v.method == "gptq"}
             if gptq:
-                _collect(adapter, model, layer, hidden, {s: g.add_batch for s, g in gptq.items()})
+                # Linears in one sequential group read the same input: accumulate one Hessian each.
+                leaders = {g[0]: [s for s in g if s in gptq] for g in adapter.sequential}
+                leaders = {k: v for k, v in leaders.items() if v}
+                _collect(
+                    adapter, model, layer, hidden, {v[0]: gptq[v[0]].add_batch for v in leaders.values()}
+                )
+                for members in leaders.values():
+                    for s in members[1:]:
+                        gptq[s].hessian = gptq[members[0]].hessian
         else:
             gptq = {}
         for short, v in spec.items():
