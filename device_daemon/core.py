@@ -109,6 +109,19 @@ class DaemonCore:
         c = self.config
         return WindowPolicy(window=c.kv_window, n_keep=c.n_keep, chunk=c.kv_chunk, method=c.kv_method)
 
+    def request_policy(self, job: GenerationJob, context_length: int) -> WindowPolicy:
+        """The daemon's window policy with the request's kv_window / n_keep, validated."""
+        policy = self.window_policy()
+        if job.kv_window or job.n_keep:
+            policy = WindowPolicy(
+                window=job.kv_window or policy.window,
+                n_keep=job.n_keep or policy.n_keep,
+                chunk=0 if job.kv_window else policy.chunk,
+                method=policy.method,
+            )
+        policy.validate(context_length)
+        return policy
+
     # -- artifacts, memory admission, restart memory (issue 4) -------------------------------------
     def resolve_artifact(self, name: str) -> Path:
         """A LoadModel name: installed artifact id/prefix/name, or an artifact directory on the device."""
@@ -218,6 +231,7 @@ class DaemonCore:
         cache = self.cache
         if cache is None:
             raise FailedPrecondition("the model was unloaded while this request waited")
+        cache.policy = self.request_policy(job, cache.engine.context_length)
         self.state = "prefill"
 
         def emit(event: Event) -> None:

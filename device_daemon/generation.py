@@ -29,6 +29,8 @@ class GenerationJob:
     stop: tuple[str, ...] = ()
     session_id: str = ""
     received_at: float = field(default_factory=time.perf_counter)
+    kv_window: int = 0  # per-request sliding window; 0 = the daemon's
+    n_keep: int = 0  # per-request protected prefix; 0 = the daemon's
 
 
 @dataclass(frozen=True)

@@ -62,5 +62,7 @@ def job_from(req: device_pb2.GenerateRequest, config: DaemonConfig) -> Generatio
         sampling=sampling_from(req.sampling),
         stop=tuple(s for s in req.stop if s),
         session_id=req.session_id,
+        kv_window=req.kv_window,
+        n_keep=req.n_keep,
         received_at=received,
     )

@@ -130,3 +130,23 @@ async def test_long_generation_slides_the_window_and_stays_fluent(windowed: Runn
     assert letters > 0.85
     assert len(set(words)) > 0.3 * len(words)
     assert "<|im_start|>" not in text and "\ufffd" not in text
+
+
+async def test_per_request_window_and_n_keep_validation(
+    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+) -> None:
+    req = device_pb2.GenerateRequest(prompt="The history of the river is", max_new_tokens=160, kv_window=96)
+    req.sampling.logit_bias[0] = -100.0
+    req.sampling.logit_bias[2] = -100.0
+    responses = [r async for r in daemon_stub.Generate(req)]
+    s = responses[-1].stats
+    assert s.evicted_tokens >= s.prompt_tokens + s.completion_tokens - 96 > 0
+    for bad in (
+        device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4, kv_window=128, n_keep=100),
+        device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4, kv_window=100_000),
+        device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4, kv_window=16),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            _ = [r async for r in daemon_stub.Generate(bad)]
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "n_keep" in (err.value.details() or "") or "kv_window" in (err.value.details() or "")
