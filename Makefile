@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup artifact demo test lint typecheck protos bench clean
+.PHONY: setup artifact demo test soak lint typecheck protos bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,9 @@ lint: setup
 
 test: artifact lint
 	EDGELLM_DEFAULT_ARTIFACT=$(abspath $(ARTIFACT_DIR)) $(PY) -m pytest $(PYTEST_ARGS)
+
+soak: artifact
+	EDGELLM_DEFAULT_ARTIFACT=$(abspath $(ARTIFACT_DIR)) $(PY) -m pytest -m slow -s $(PYTEST_ARGS)
 
 protos: setup
 	$(PY) scripts/gen_protos.py
