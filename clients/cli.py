@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clients.commands.status",
     "deploy.cli",
     "clients.commands.models",
+    "clients.commands.simulate",
     "host_service.quantize.cli",
     "host_service.evaluate.cli",
     "host_service.scan.cli",

@@ -1,0 +1,35 @@
+"""What the governor can change on an unrooted phone, as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+POWER_MODES = ("high", "normal", "low")
+
+
+@dataclass(frozen=True)
+class Actuation:
+    """One operating point: decode affinity, MNN power mode and pacing between decode steps.
+
+    `threads` is the engine's thread count (a change means an MNN runtime reload); `cpus` is the
+    decode affinity; `prefill_cpus` is the affinity for the short prefill burst (TTFT).
+    """
+
+    threads: int
+    cpus: tuple[int, ...]
+    prefill_cpus: tuple[int, ...]
+    power: str = "high"
+    pacing_ms: float = 0.0  # fixed sleep between decode steps (pinned by UpdateConfig)
+    duty: float = 1.0  # decode duty cycle: sleep step_time * (1/duty - 1) after each step
+    rung: int = 0
+    label: str = ""
+
+    def pause_s(self, step_s: float) -> float:
+        """Seconds to sleep after a decode step that took step_s."""
+        return step_s * (1.0 / max(self.duty, 1e-3) - 1.0) + self.pacing_ms / 1000.0
+
+    def describe(self) -> str:
+        """Short human form, e.g. 'middle [3, 4, 5, 6] t4 normal duty 0.80'."""
+        duty = f" duty {self.duty:.2f}" if self.duty < 1.0 else ""
+        pace = f" pace {self.pacing_ms:.1f} ms" if self.pacing_ms > 0 else ""
+        return f"{self.label or 'cpus'} {list(self.cpus)} t{self.threads} {self.power}{duty}{pace}"

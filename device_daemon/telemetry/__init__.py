@@ -1,0 +1,1 @@
+"""OS readers for the device's temperatures, CPU frequencies, memory and process figures."""

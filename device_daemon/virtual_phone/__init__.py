@@ -1,0 +1,1 @@
+"""A calibrated virtual phone: thermal plant, firmware throttling, fake sysfs, simulated clock."""
