@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "host_service.quantize.cli",
     "host_service.evaluate.cli",
     "host_service.scan.cli",
+    "host_service.host_cli",
 )
 
 Handler = Callable[[argparse.Namespace], int]

@@ -12,28 +12,22 @@ from typing import Any, cast
 import grpc
 import pytest
 import pytest_asyncio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.v1 import host_pb2, host_pb2_grpc
-from host_service.job_rpcs import JobRpcs
 from host_service.jobs import JobManager
-
-
-class _Servicer(JobRpcs, host_pb2_grpc.HostServiceServicer):
-    def __init__(self) -> None:
-        self.jobs = JobManager()
+from host_service.server import HostConfig, start_server
 
 
 @pytest_asyncio.fixture
 async def stub() -> AsyncIterator[host_pb2_grpc.HostServiceStub]:
-    server = grpc.aio.server()
-    servicer = _Servicer()  # type: ignore[abstract]  # Deploy/ListArtifacts are not under test
-    host_pb2_grpc.add_HostServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    running = await start_server(HostConfig(port=0))
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=""))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
         yield host_pb2_grpc.HostServiceStub(channel)
-    await server.stop(0)
-    servicer.jobs.shutdown()
+    await running.stop(0)
 
 
 async def _drain(call: Any) -> list[host_pb2.JobEvent]:
