@@ -168,5 +168,7 @@ def preset(name: str, method: str = "rtn", bits: int = 4, block: int = 64) -> Qu
 
 
 def with_calibration(plan: QuantPlan, calib: Calibration) -> QuantPlan:
-    """The plan with another calibration source."""
+    """The plan with another calibration source (never the test split)."""
+    _check("test" not in Path(calib.file).name, "calibration must not use the test split")
+    _check(calib.samples > 0 and calib.seq_len > 0, "calibration samples and seq_len must be positive")
     return replace(plan, calibration=calib)

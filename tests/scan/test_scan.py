@@ -46,3 +46,16 @@ def test_scan_real_graph(tiny_artifact: tuple[Path, dict[str, Any]]) -> None:
 def test_op_counts_include_subgraphs() -> None:
     graph = {"oplists": [{"type": "A"}], "subgraphs": [{"nodes": [{"type": "A"}, {"type": "B"}]}]}
     assert op_counts(graph) == {"A": 2, "B": 1}
+
+
+def test_scan_cli_exit_codes(
+    tiny_artifact: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clients.cli import main
+
+    path, _ = tiny_artifact
+    assert main(["scan", str(path), "--backend", "npu"]) == 1
+    assert "--allow-fallback" in capsys.readouterr().err
+    assert main(["scan", str(path), "--backend", "npu", "--allow-fallback"]) == 0
+    assert main(["scan", str(path), "--backend", "opencl", "--json"]) == 0
+    assert '"fallback": []' in capsys.readouterr().out

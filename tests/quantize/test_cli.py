@@ -1,0 +1,31 @@
+"""`edgellm quantize` / `edgellm eval` refuse bad input with exit code 2 and one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clients.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["quantize", "--plan", "int3", "-o", "x"], "plan must be one of"),
+        (["quantize", "--plan", "auto", "-o", "x"], "--ppl-budget"),
+        (["quantize", "--model", "/nonexistent", "-o", "x"], "not a Hugging Face checkpoint"),
+        (
+            ["quantize", "--calib", "/data/wikitext2-test.txt", "--method", "gptq", "-o", "x"],
+            "must not use the test split",
+        ),
+    ],
+)
+def test_quantize_bad_input(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_eval_missing_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(tmp_path / "none")]) == 2
+    assert "not an MNN artifact" in capsys.readouterr().err
