@@ -43,6 +43,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=token_from_env(),
         help="bearer token clients must send (default $EDGELLM_TOKEN); required off loopback",
     )
+    p.add_argument(
+        "--virtual-phone",
+        default=None,
+        metavar="PROFILE",
+        help="simulate a phone's thermals (profile name or JSON; see `edgellm simulate --list`)",
+    )
+    p.add_argument("--time-scale", type=float, default=1.0, help="virtual phone: simulated s per real s")
+    p.add_argument(
+        "--governor", choices=("thermal", "off", "pinned"), default="thermal", help="governor policy"
+    )
+    p.add_argument("--setpoint", type=float, default=None, help="skin setpoint °C (default: first trip - 2)")
     p.set_defaults(handler=run)
 
 
@@ -72,6 +83,10 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         kv_quant=ns.kv_quant,
         warmup=not ns.no_warmup,
         auth_token=ns.auth_token,
+        virtual_phone=ns.virtual_phone,
+        virtual_phone_time_scale=ns.time_scale,
+        governor_policy=ns.governor,
+        setpoint_c=ns.setpoint,
     )
 
 

@@ -32,4 +32,10 @@ class DaemonConfig:
     kv_quant: str = "fp"  # KV cache precision: "fp" or "int8" (MNN attention_mode 8 / 10)
     warmup: bool = True
     grace_seconds: float = 2.0
+    sysfs_root: Path = Path("/")  # where thermal zones and cpufreq are read (tests: a fixture tree)
+    virtual_phone: str | None = None  # phone profile: simulate its thermals and firmware in real time
+    virtual_phone_time_scale: float = 1.0  # simulated seconds per real second
+    governor_policy: str = "thermal"  # thermal | off | pinned
+    setpoint_c: float | None = None  # None: below the phone's first skin trip point
+    governor_period_s: float = 1.0
     auth_token: str | None = None  # required when host is not loopback

@@ -18,6 +18,8 @@ from device_daemon.artifact import Artifact, open_artifact
 from device_daemon.config import DaemonConfig
 from device_daemon.engine import EngineConfig, MnnEngine
 from device_daemon.generation import Event, Finished, GenerationJob, run_generation
+from device_daemon.governor.controller import GovernorConfig
+from device_daemon.governor.runtime import GovernorRuntime
 from device_daemon.kv_cache import KvCache
 from device_daemon.kv_window import WindowPolicy
 from device_daemon.store import ArtifactStore
@@ -58,6 +60,16 @@ class DaemonCore:
             disk_reserve_bytes=config.disk_reserve_bytes,
         )
         self.last_used = time.monotonic()
+        self.governor = GovernorRuntime(
+            threads=config.threads,
+            config=GovernorConfig(policy=config.governor_policy, setpoint_c=config.setpoint_c),
+            sysfs_root=config.sysfs_root,
+            proc_root=config.proc_root,
+            virtual_phone=config.virtual_phone,
+            virtual_root=config.data_dir / "virtual-phone",
+            time_scale=config.virtual_phone_time_scale,
+            period_s=config.governor_period_s,
+        )
 
     def on_model_change(self, callback: Callable[[bool], None]) -> None:
         """Register a callback told True when a model is loaded, False when none is."""
@@ -239,9 +251,15 @@ class DaemonCore:
                 self.state = "decode"
             ticket.emit(event)
 
+        actuators = self.governor.actuators
+        actuators.before_prefill()
+        self.governor.busy = True
         try:
-            finished: Finished = run_generation(cache, job, emit, ticket.cancelled)
+            finished: Finished = run_generation(
+                cache, job, emit, ticket.cancelled, between_tokens=actuators.between_tokens
+            )
         finally:
+            self.governor.busy = False
             self.state = "idle" if self.engine is not None else "empty"
         self.requests_served += 1
         self.last_used = time.monotonic()
@@ -268,6 +286,7 @@ class DaemonCore:
 
     async def close(self) -> None:
         """Stop the worker and free the engine."""
+        await self.governor.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
         if self.engine is not None:
             self.engine.close()

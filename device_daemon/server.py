@@ -52,9 +52,7 @@ async def start_server(config: DaemonConfig) -> RunningDaemon:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ],
     )
-    # Why the ignore: RPCs that later issues implement stay abstract in the typed stub; the
-    # generated base class answers them with UNIMPLEMENTED at run time.
-    service = DeviceDaemonService(core)  # type: ignore[abstract]
+    service = DeviceDaemonService(core)
     device_pb2_grpc.add_DeviceDaemonServicer_to_server(service, server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -73,6 +71,7 @@ async def start_server(config: DaemonConfig) -> RunningDaemon:
     if port == 0:
         raise OSError(f"could not bind {config.host}:{config.port}")
     await server.start()
+    core.governor.start()
     log.info("daemon_listening", host=config.host, port=port)
     running = RunningDaemon(server, core, health_servicer, port)
     if config.model is not None:

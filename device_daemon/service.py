@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,10 +14,12 @@ from common.grpc_util import client_stream, server_stream, unary
 from device_daemon.artifact import Artifact
 from device_daemon.core import VERSION, DaemonCore
 from device_daemon.generation import Delta, Finished, Stats
+from device_daemon.governor.remote import apply_update
 from device_daemon.push import PushReceiver
 from device_daemon.requests import job_from
 from device_daemon.store import StoreStatus, parse_manifest
 from device_daemon.store.manifest import PUSH_STATUS_KEY
+from device_daemon.telemetry.messages import governor_message, sample_message
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -127,6 +130,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
             uptime_seconds=time.time() - core.started,
             kv_window=core.config.kv_window,
             n_keep=core.config.n_keep,
+            governor=governor_message(core.governor.snapshot()),
         )
         if engine is not None:
             st.model.CopyFrom(artifact_info(engine.artifact, loaded=True))
@@ -134,6 +138,36 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
             st.load_ms = engine.load_ms
             st.warmup_ms = engine.warmup_ms
         return st
+
+    @server_stream
+    async def StreamTelemetry(
+        self, request: device_pb2.StreamTelemetryRequest, context: Ctx
+    ) -> AsyncIterator[device_pb2.TelemetrySample]:
+        """A sample every interval_ms (default 1000, at least 50) until the client cancels."""
+        interval = (request.interval_ms or 1000) / 1000.0
+        if interval < 0.05:
+            raise InvalidArgument("interval_ms must be at least 50")
+        core = self.core
+        while True:
+            gov = core.governor
+            live = gov.actuators.tokens_per_second()
+            reading = await asyncio.get_running_loop().run_in_executor(None, gov.telemetry.read)
+            yield sample_message(
+                reading,
+                gov.snapshot(),
+                STATES[core.state],
+                live if core.state in ("prefill", "decode") else core.last_decode_tps,
+                core.last_ttft_ms,
+            )
+            await asyncio.sleep(interval)
+
+    @unary
+    async def UpdateConfig(
+        self, request: device_pb2.UpdateConfigRequest, context: Ctx
+    ) -> device_pb2.DaemonStatus:
+        """Change threads, governor policy/setpoint, pinned actuators or the KV window; return the status."""
+        await apply_update(self.core, request)
+        return self.status()
 
     @unary
     async def Cancel(self, request: device_pb2.CancelRequest, context: Ctx) -> device_pb2.CancelResponse:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -54,6 +55,7 @@ class Actuators:
         self._phase = ""
         self.last_pause_s = 0.0
         self.extra_delay: Callable[[float], float] | None = None  # virtual phone: firmware slowdown
+        self._tokens: deque[float] = deque(maxlen=4096)  # times decode steps finished (live tok/s)
 
     def set(self, actuation: Actuation | None) -> None:
         """Install the actuation used from the next token on (None = no governor: full allowed set)."""
@@ -74,9 +76,16 @@ class Actuators:
         self._phase = "prefill"
         self._step_start = None
 
+    def tokens_per_second(self, window_s: float = 2.0) -> float:
+        """Decode rate over the last window_s seconds (0 when nothing was decoded in it)."""
+        now = self._clock()
+        recent = [t for t in list(self._tokens) if now - t <= window_s]
+        return len(recent) / window_s if recent else 0.0
+
     def between_tokens(self) -> None:
         """After each decode step: switch to the decode affinity once, then pace by the duty cycle."""
         now = self._clock()
+        self._tokens.append(now)
         act = self.current
         if self._phase != "decode":
             self._pin(act.cpus if act is not None else self.allowed)

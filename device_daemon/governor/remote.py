@@ -1,0 +1,64 @@
+"""UpdateConfig: validate a whole request, then apply it (threads = an MNN runtime reload)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+
+from common.errors import InvalidArgument
+from common.logs import get_logger
+from device_daemon.core import DaemonCore
+from edgellm.v1 import device_pb2
+
+log = get_logger(__name__)
+
+
+def _validate(core: DaemonCore, req: device_pb2.UpdateConfigRequest) -> None:
+    gov = core.governor
+    cpus = max(os.cpu_count() or 1, len(gov.actuators.allowed))
+    if req.HasField("threads") and not 1 <= req.threads <= cpus:
+        raise InvalidArgument(f"threads must be within 1..{cpus}, not {req.threads}")
+    window = req.kv_window if req.HasField("kv_window") else core.config.kv_window
+    keep = req.n_keep if req.HasField("n_keep") else core.config.n_keep
+    if window and not 0 <= keep < window:
+        raise InvalidArgument(f"n_keep ({keep}) must be smaller than kv_window ({window})")
+    # governor fields: a dry run on the governor's own validator (it applies nothing on error)
+    gov.validate(
+        policy=req.governor_policy if req.HasField("governor_policy") else None,
+        setpoint_c=req.setpoint_c if req.HasField("setpoint_c") else None,
+        pacing_ms=req.pacing_ms if req.HasField("pacing_ms") else None,
+        power=req.power if req.HasField("power") else None,
+        cluster=req.cluster if req.HasField("cluster") else None,
+    )
+
+
+async def apply_update(core: DaemonCore, req: device_pb2.UpdateConfigRequest) -> None:
+    """Apply UpdateConfig after validating every field (no partial state on INVALID_ARGUMENT)."""
+    _validate(core, req)
+    if req.HasField("kv_window") or req.HasField("n_keep"):
+        core.config = replace(
+            core.config,
+            kv_window=req.kv_window if req.HasField("kv_window") else core.config.kv_window,
+            n_keep=req.n_keep if req.HasField("n_keep") else core.config.n_keep,
+        )
+    core.governor.update(
+        policy=req.governor_policy if req.HasField("governor_policy") else None,
+        setpoint_c=req.setpoint_c if req.HasField("setpoint_c") else None,
+        pacing_ms=req.pacing_ms if req.HasField("pacing_ms") else None,
+        power=req.power if req.HasField("power") else None,
+        cluster=req.cluster if req.HasField("cluster") else None,
+    )
+    if req.HasField("threads") and req.threads != core.threads:
+        # Why a reload: MNN reads thread_num only in initRuntime(), which only load() runs.
+        core.threads = req.threads
+        core.governor.set_threads(req.threads)
+        engine = core.engine
+        if engine is not None:
+            start = time.perf_counter()
+            await core.load(engine.artifact.path)
+            log.info(
+                "threads_reloaded",
+                threads=req.threads,
+                reload_ms=round((time.perf_counter() - start) * 1000, 1),
+            )
