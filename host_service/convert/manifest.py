@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from host_service.convert.default_model import sha256_file
+from common.hashing import sha256_file
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"

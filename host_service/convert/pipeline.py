@@ -17,14 +17,10 @@ from typing import Any
 import structlog
 from tqdm import tqdm
 
+from common.hashing import sha256_file
 from common.paths import cache_dir
 from host_service.convert import llmexport_adapter as adapter
-from host_service.convert.default_model import (
-    SourceModel,
-    default_source,
-    gguf_linear_widths,
-    sha256_file,
-)
+from host_service.convert.default_model import SourceModel, default_source, gguf_linear_widths
 from host_service.convert.gguf_to_hf import check_rope_theta, gguf_to_hf, rope_theta_of
 from host_service.convert.manifest import (
     Manifest,

@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from common.hashing import sha256_file
+
 MANIFEST = "manifest.json"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def file_entries(artifact: Path) -> list[dict[str, Any]]:
     """Every regular, non-hidden file with its size and sha256."""
     return [
-        {"path": p.name, "size": p.stat().st_size, "sha256": _sha256(p)}
+        {"path": p.name, "size": p.stat().st_size, "sha256": sha256_file(p)}
         for p in sorted(artifact.iterdir())
         if p.is_file() and not p.name.startswith(".") and p.name != MANIFEST
     ]
