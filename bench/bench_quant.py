@@ -43,7 +43,15 @@ def main() -> None:
     rows: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
     for name in args.configs:
         start, cpu = time.perf_counter(), time.process_time()
-        if name.startswith("auto-"):
+        if name == "auto-size-mixed":  # auto at the size of the `mixed` recipe's linear weights
+            from host_service.quantize.auto import search_plan
+
+            from host_service.quantize import mnn_weights
+
+            slots = mnn_weights.linears(mnn_weights.graph_json(cache_dir() / "bench" / "mixed-gptq-b64"))
+            mixed = sum(slot.code_bytes + slot.alpha_len for slot in slots.values())
+            result = search_plan(session, 0.5, cache_dir() / "bench" / name, method="gptq", size_budget=mixed)
+        elif name.startswith("auto-"):
             from host_service.quantize.auto import search_plan
 
             budget = float(name.split("-")[1]) / 100

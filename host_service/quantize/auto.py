@@ -75,8 +75,13 @@ def search_plan(
     method: str = "gptq",
     block: int = 64,
     progress: Progress = _quiet,
+    size_budget: int | None = None,
 ) -> dict[str, Any]:
-    """Find, export and measure the smallest plan within ``budget`` (relative perplexity increase)."""
+    """Find, export and measure the smallest plan within ``budget`` (relative perplexity increase).
+
+    With ``size_budget`` (bytes of linear weights) the search instead takes the most INT8 units
+    that fit, e.g. to compare with a fixed recipe at equal size.
+    """
     if not 0 < budget < 1:
         raise ValueError(f"ppl budget must be a fraction in (0, 1), e.g. 0.03; got {budget}")
     start = time.perf_counter()
@@ -135,7 +140,14 @@ def search_plan(
         return tried[k]
 
     lo, hi = 0, len(units)
-    if candidate(hi).ppl > target:
+    if size_budget is not None:
+        fits = [
+            k for k in range(len(units) + 1) if base_bytes + sum(extra[u] for u in order[:k]) <= size_budget
+        ]
+        lo = hi = max(fits, default=0)
+        candidate(lo)
+        target = float("inf")  # the size decides; the MNN check below then always accepts
+    elif candidate(hi).ppl > target:
         lo = hi  # even all-INT8 misses: take it and report
     while lo < hi:
         mid = (lo + hi) // 2
@@ -154,7 +166,7 @@ def search_plan(
             lambda f, m: progress(0.7 + 0.3 * f, m),
         )  # fmt: skip
         res = result["evaluation"]["results"]
-        if res["mnn"]["ppl"] <= res["fp"]["ppl"] * (1 + budget) or k >= len(units):
+        if size_budget is not None or res["mnn"]["ppl"] <= res["fp"]["ppl"] * (1 + budget) or k >= len(units):
             break
         k = min(len(units), max(k + 1, int(k * 1.25)))
         candidate(k)
