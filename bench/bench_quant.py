@@ -44,9 +44,8 @@ def main() -> None:
     for name in args.configs:
         start, cpu = time.perf_counter(), time.process_time()
         if name == "auto-size-mixed":  # auto at the size of the `mixed` recipe's linear weights
-            from host_service.quantize.auto import search_plan
-
             from host_service.quantize import mnn_weights
+            from host_service.quantize.auto import search_plan
 
             slots = mnn_weights.linears(mnn_weights.graph_json(cache_dir() / "bench" / "mixed-gptq-b64"))
             mixed = sum(slot.code_bytes + slot.alpha_len for slot in slots.values())
