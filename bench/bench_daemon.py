@@ -21,6 +21,8 @@ from clients.client import DaemonClient, build_request
 from device_daemon.artifact import open_artifact
 from device_daemon.engine import EngineConfig, MnnEngine
 from device_daemon.generation import GenerationJob, run_generation
+from device_daemon.kv_cache import KvCache
+from device_daemon.kv_window import WindowPolicy
 from device_daemon.sampler import SamplingConfig
 
 NEW_TOKENS = 128
@@ -69,7 +71,7 @@ def in_process_raw(engine: MnnEngine, ids: list[int]) -> tuple[float, float]:
 def in_process_engine(engine: MnnEngine, msgs: tuple[tuple[str, str], ...]) -> tuple[float, float]:
     """Our generation loop in-process (template, sampler, UTF-8, stats): (ttft_ms, decode tok/s)."""
     job = GenerationJob("bench", None, msgs, NEW_TOKENS, sampling(engine))
-    done = run_generation(engine, job, lambda _e: None, threading.Event())
+    done = run_generation(KvCache(engine, WindowPolicy()), job, lambda _e: None, threading.Event())
     return done.stats.ttft_ms, done.stats.decode_tokens_per_second
 
 
