@@ -30,7 +30,7 @@ class AwqScale:
 class AwqSearch:
     """Collect one group's inputs (``add_batch``), then ``search`` its scales; ``free`` after."""
 
-    def __init__(self, linears: list[nn.Linear], max_tokens: int = 4096) -> None:
+    def __init__(self, linears: list[nn.Linear], max_tokens: int = 2048) -> None:
         self.linears = linears
         self.max_tokens = max_tokens
         self.inputs: list[torch.Tensor] = []
