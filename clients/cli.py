@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "deploy.cli",
     "clients.commands.models",
     "clients.commands.simulate",
+    "clients.commands.telemetry",
+    "clients.commands.config",
     "host_service.quantize.cli",
     "host_service.evaluate.cli",
     "host_service.scan.cli",

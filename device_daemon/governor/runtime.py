@@ -74,7 +74,8 @@ class GovernorRuntime:
         else:
             self.actuators = Actuators()
         self.config = config
-        self.threads = threads
+        # On the virtual phone the ladder is over its simulated cores with its own MNN thread count.
+        self.threads = self.phone.profile.unmanaged_threads if self.phone is not None else threads
         self.period_s = period_s
         self.busy = False  # the daemon says whether the engine is generating (virtual phone power)
         self.last: Decision | None = None

@@ -1,0 +1,46 @@
+"""Draw telemetry or simulation traces: temperature, tokens/s, threads and pacing over time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Trace:
+    """One labelled series set over time (seconds)."""
+
+    label: str
+    t_s: list[float] = field(default_factory=list)
+    temps: dict[str, list[float]] = field(default_factory=dict)  # e.g. {"skin": [...], "die": [...]}
+    tokens_per_second: list[float] = field(default_factory=list)
+    threads: list[float] = field(default_factory=list)
+    pacing_ms: list[float] = field(default_factory=list)
+
+
+def plot_traces(traces: Sequence[Trace], out: Path, title: str = "") -> None:
+    """Four stacked panels sharing the time axis; writes a PNG (matplotlib, a client/host extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on a phone or in CI
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, 1, figsize=(9, 9), sharex=True)
+    for tr in traces:
+        minutes = [t / 60.0 for t in tr.t_s]
+        for name, values in tr.temps.items():
+            axes[0].plot(minutes, values, label=f"{tr.label} {name}")
+        axes[1].plot(minutes, tr.tokens_per_second, label=tr.label)
+        axes[2].step(minutes, tr.threads, where="post", label=tr.label)
+        axes[3].plot(minutes, tr.pacing_ms, label=tr.label)
+    for ax, ylabel in zip(axes, ("°C", "tokens/s", "threads / rung", "pacing ms"), strict=True):
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    axes[-1].set_xlabel("minutes")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
