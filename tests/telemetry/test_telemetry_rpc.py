@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -12,19 +14,22 @@ from device_daemon.config import DaemonConfig
 from device_daemon.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
+# The generated stubs type the sync API; the aio channel's calls are awaitable/async-iterable.
+Stub = Any
+
 
 def prompt(n: int) -> device_pb2.GenerateRequest:
     # A long greedy continuation with no stop token in sight: the decode length is what we ask for.
     return device_pb2.GenerateRequest(prompt="1, 2, 3, 4, 5, 6, 7, 8,", max_new_tokens=n)
 
 
-async def decode_tps(stub: device_pb2_grpc.DeviceDaemonStub, n: int = 40) -> float:
+async def decode_tps(stub: Stub, n: int = 40) -> float:
     last = [r async for r in stub.Generate(prompt(n))][-1]
     assert last.stats.completion_tokens >= n // 2
-    return last.stats.decode_tokens_per_second
+    return float(last.stats.decode_tokens_per_second)
 
 
-async def test_stream_telemetry_samples_and_cancel(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_stream_telemetry_samples_and_cancel(daemon_stub: Stub) -> None:
     call = daemon_stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
     samples = []
     async for s in call:
@@ -44,7 +49,7 @@ async def test_stream_telemetry_samples_and_cancel(daemon_stub: device_pb2_grpc.
 
 
 async def test_telemetry_during_generation_shows_live_speed(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: Stub,
 ) -> None:
     gen = asyncio.create_task(decode_tps(daemon_stub, 160))
     call = daemon_stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
@@ -60,7 +65,7 @@ async def test_telemetry_during_generation_shows_live_speed(
 
 
 async def test_update_config_validation_leaves_nothing_changed(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: Stub,
 ) -> None:
     before = await daemon_stub.GetStatus(device_pb2.GetStatusRequest())
     bad = [
@@ -83,7 +88,7 @@ async def test_update_config_validation_leaves_nothing_changed(
 
 
 async def test_pacing_and_threads_really_change_mnn_speed(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: Stub,
 ) -> None:
     free = await decode_tps(daemon_stub)
     st = await daemon_stub.UpdateConfig(device_pb2.UpdateConfigRequest(pacing_ms=20.0))
@@ -106,7 +111,7 @@ async def test_pacing_and_threads_really_change_mnn_speed(
 
 
 @pytest.fixture
-async def virtual_daemon(default_artifact: Path, tmp_path: Path) -> RunningDaemon:
+async def virtual_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
     running = await start_server(
         DaemonConfig(
             port=0,
@@ -116,7 +121,7 @@ async def virtual_daemon(default_artifact: Path, tmp_path: Path) -> RunningDaemo
             governor_period_s=0.1,
         )
     )
-    yield running  # type: ignore[misc]
+    yield running
     await running.stop(0)
 
 
@@ -127,7 +132,7 @@ async def test_virtual_phone_writes_sysfs_the_readers_read(virtual_daemon: Runni
     assert gov.ladder[0].cpus == (4, 5, 6, 7)
     await asyncio.sleep(0.5)  # a few governor periods: the plant advances on the scaled clock
     async with grpc.aio.insecure_channel(f"127.0.0.1:{virtual_daemon.port}") as ch:
-        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        stub: Stub = device_pb2_grpc.DeviceDaemonStub(ch)
         call = stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
         sample = await call.read()
         call.cancel()
