@@ -6,24 +6,28 @@ Usage: python bench/bench_daemon.py --artifact .cache/artifacts/default [--reps 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
-import socket
 import statistics
-import subprocess
-import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
 from clients.client import DaemonClient, build_request
-from device_daemon.artifact import open_artifact
-from device_daemon.engine import EngineConfig, MnnEngine
+from device_daemon.config import DaemonConfig
+from device_daemon.engine import MnnEngine
 from device_daemon.generation import GenerationJob, run_generation
 from device_daemon.kv_cache import KvCache
 from device_daemon.kv_window import WindowPolicy
 from device_daemon.sampler import SamplingConfig
+from device_daemon.server import RunningDaemon, start_server
+
+T = TypeVar("T")
 
 NEW_TOKENS = 128
 PROMPT_TOKENS = 72
@@ -43,13 +47,6 @@ def chat_prompt(engine: MnnEngine, target: int) -> tuple[tuple[str, str], ...]:
         if len(engine.encode(engine.apply_chat_template(msgs))) <= target:
             return msgs
     raise SystemExit("cannot build the prompt")
-
-
-def free_port() -> int:
-    """A free loopback port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def in_process_raw(engine: MnnEngine, ids: list[int]) -> tuple[float, float]:
@@ -103,58 +100,62 @@ def through_grpc(
     return (first - t0) * 1000, (n - 1) / (last - first), daemon_tps
 
 
+class DaemonThread:
+    """A real daemon (gRPC server + core) on its own event loop in a background thread."""
+
+    def __init__(self, config: DaemonConfig) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.running: RunningDaemon = self._call(start_server(config))
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def on_worker(self, fn: Callable[[], T]) -> T:
+        """Run fn on the daemon's engine worker thread (where its requests run) and wait."""
+        return self.running.core.worker.call(fn).result()
+
+    def stop(self) -> None:
+        """Stop the server and the loop."""
+        self._call(self.running.stop(0))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
 def main() -> int:
-    """Run the interleaved comparison and print a JSON summary."""
+    """Run the interleaved comparison and print a JSON summary.
+
+    One process, one engine: the in-process runs execute on the daemon's own worker thread
+    (same MNN instance, same threads), the gRPC runs go through a real server and client over
+    loopback. Only the path differs, and A/B alternate so machine noise hits both.
+    """
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--artifact", type=Path, required=True)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ns = ap.parse_args()
 
-    port = free_port()
-    daemon = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "clients.cli",
-            "--log-level",
-            "WARNING",
-            "daemon",
-            "--port",
-            str(port),
-            "--model",
-            str(ns.artifact),
-            "--threads",
-            str(ns.threads),
-        ]
+    daemon = DaemonThread(
+        DaemonConfig(port=0, model=ns.artifact, threads=ns.threads, data_dir=Path(tempfile.mkdtemp()))
     )
-    engine = MnnEngine(open_artifact(ns.artifact), EngineConfig(threads=ns.threads))
-    engine.load()
-    engine.warm_up()
-    msgs = chat_prompt(engine, PROMPT_TOKENS)
-    ids = engine.encode(engine.apply_chat_template(msgs))
+    engine = daemon.running.core.engine
+    assert engine is not None
+    msgs = daemon.on_worker(lambda: chat_prompt(engine, PROMPT_TOKENS))
+    ids = daemon.on_worker(lambda: engine.encode(engine.apply_chat_template(msgs)))
     results: dict[str, list[tuple[float, float]]] = {"raw": [], "engine": [], "grpc": []}
     daemon_side: list[float] = []
     try:
-        with DaemonClient(f"127.0.0.1:{port}") as client:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                try:
-                    if client.status().HasField("model"):
-                        break
-                except Exception:  # noqa: BLE001 - not up yet
-                    pass
-                time.sleep(0.3)
-            through_grpc(client, msgs, sorted(engine.stop_ids))  # warm the channel and the daemon
+        with DaemonClient(f"127.0.0.1:{daemon.running.port}") as client:
+            through_grpc(client, msgs, sorted(engine.stop_ids))  # warm the channel
             for _ in range(ns.reps):
-                results["raw"].append(in_process_raw(engine, ids))
-                results["engine"].append(in_process_engine(engine, msgs))
+                results["raw"].append(daemon.on_worker(lambda: in_process_raw(engine, ids)))
                 ttft, tps, dtps = through_grpc(client, msgs, sorted(engine.stop_ids))
                 results["grpc"].append((ttft, tps))
                 daemon_side.append(dtps)
+                results["engine"].append(daemon.on_worker(lambda: in_process_engine(engine, msgs)))
     finally:
-        daemon.terminate()
-        daemon.wait(30)
+        daemon.stop()
 
     def med(kind: str, i: int) -> float:
         return statistics.median(r[i] for r in results[kind])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from common.errors import InvalidArgument
@@ -167,8 +167,3 @@ def run_generation(
     finished = Finished(reason, stats, stop_sequence)
     emit(finished)
     return finished
-
-
-def messages_from(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """Normalise chat messages to an immutable tuple."""
-    return tuple((r, c) for r, c in pairs)
