@@ -183,7 +183,7 @@ def simulate(
                     acc_tokens / span,
                     acc_energy / span,
                     act.rung,
-                    act.pacing_ms,
+                    act.pause_s(1.0 / plant.speeds(act).decode_tokens_per_second) * 1000.0,
                     plant.level,
                 )
             )
