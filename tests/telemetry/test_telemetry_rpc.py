@@ -141,3 +141,28 @@ async def test_virtual_phone_writes_sysfs_the_readers_read(virtual_daemon: Runni
     assert sample.HasField("skin_celsius") and 20.0 < sample.skin_celsius < 60.0
     assert len(sample.cores) == 8 and max(c.max_khz for c in sample.cores) == 3300000
     assert gov.phone is not None and gov.phone.sim_seconds > 0
+
+
+async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Path, tmp_path: Path) -> None:
+    running = await start_server(
+        DaemonConfig(
+            port=0,
+            model=default_artifact,
+            data_dir=tmp_path,
+            virtual_phone="sd8gen3",
+            governor_policy="off",
+            virtual_phone_time_scale=0.001,  # hold the plant where the test puts it
+        )
+    )
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:
+            stub: Stub = device_pb2_grpc.DeviceDaemonStub(ch)
+            cool = await decode_tps(stub)
+            plant = running.core.governor.phone.plant  # type: ignore[union-attr]
+            plant.skin_c = 60.0  # past every trip point: all firmware levels engage
+            plant.update_firmware()
+            assert plant.level == len(plant.p.firmware)
+            hot = await decode_tps(stub)
+    finally:
+        await running.stop(0)
+    assert hot < 0.6 * cool  # the deepest level cuts sd8gen3 decode to about a third
