@@ -54,6 +54,9 @@ async def test_telemetry_json_record_plot_and_config(
     def cli(command: str, *args: str) -> int:
         return main([command, "--target", target, *args])
 
+    assert await loop.run_in_executor(None, cli, "telemetry") == 0
+    view = capsys.readouterr().out
+    assert "governor thermal" in view and "memory" in view and "engine" in view
     assert await loop.run_in_executor(None, cli, "telemetry", "--json") == 0
     sample = json.loads(capsys.readouterr().out)
     assert sample["governor"]["policy"] and int(sample["mem_total_bytes"]) > 0
