@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from device_daemon.governor.actuation import Actuation
 from device_daemon.virtual_phone.plant import ThermalPlant
-from device_daemon.virtual_phone.profile import list_profiles, load_profile, profile_from_dict
+from device_daemon.virtual_phone.profile import PROFILE_DIR, list_profiles, load_profile, profile_from_dict
 from device_daemon.virtual_phone.simulate import SimResult, simulate
 
 PUBLISHED = {1: 12.4, 5: 9.1, 10: 6.2, 15: 4.1, 30: 3.8}  # Snapdragon 8 Gen 3 CPU decode, DESIGN.md
@@ -33,9 +32,7 @@ def runs() -> dict[tuple[str, bool], SimResult]:
 
 def test_profiles_use_unit_named_keys() -> None:
     for name in list_profiles():
-        raw = json.loads(
-            (Path(load_profile.__code__.co_filename).parent / "profiles" / f"{name}.json").read_text()
-        )
+        raw = json.loads((PROFILE_DIR / f"{name}.json").read_text())
         assert "ambient_c" in raw
         assert (
             "heat_capacity_j_per_k" in raw["die"] and "thermal_resistance_to_ambient_k_per_w" in raw["skin"]
@@ -87,9 +84,7 @@ def test_firmware_hysteresis_engages_and_releases() -> None:
 
 
 def test_memory_bound_decode_scales_sublinearly_with_frequency() -> None:
-    raw = json.loads(
-        (Path(load_profile.__code__.co_filename).parent / "profiles" / "sd8gen3.json").read_text()
-    )
+    raw = json.loads((PROFILE_DIR / "sd8gen3.json").read_text())
     raw["firmware_levels"][0]["memory_bandwidth_fraction"] = 1.0  # frequency cap alone
     prof = profile_from_dict(raw)
     plant = ThermalPlant(prof)
@@ -106,9 +101,7 @@ def test_memory_bound_decode_scales_sublinearly_with_frequency() -> None:
 
 
 def test_bad_profile_is_rejected() -> None:
-    raw = json.loads(
-        (Path(load_profile.__code__.co_filename).parent / "profiles" / "sd8gen3.json").read_text()
-    )
+    raw = json.loads((PROFILE_DIR / "sd8gen3.json").read_text())
     raw["firmware_levels"][0]["clear_skin_c"] = raw["firmware_levels"][0]["trip_skin_c"] + 1
     with pytest.raises(ValueError, match="clear_skin_c"):
         profile_from_dict(raw)
