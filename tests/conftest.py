@@ -45,7 +45,7 @@ async def daemon(default_artifact: Path, tmp_data_dir: Path) -> AsyncIterator[Ru
 
 
 @pytest_asyncio.fixture(scope="session")
-async def daemon_stub(daemon: RunningDaemon) -> AsyncIterator[device_pb2_grpc.DeviceDaemonStub]:
+async def daemon_stub(daemon: RunningDaemon) -> AsyncIterator[device_pb2_grpc.DeviceDaemonAsyncStub]:
     """An aio stub connected to the session daemon."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
         yield device_pb2_grpc.DeviceDaemonStub(channel)

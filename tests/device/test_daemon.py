@@ -24,12 +24,14 @@ def chat(content: str, **kw: object) -> device_pb2.GenerateRequest:
 
 
 async def collect(
-    stub: device_pb2_grpc.DeviceDaemonStub, request: device_pb2.GenerateRequest
+    stub: device_pb2_grpc.DeviceDaemonAsyncStub, request: device_pb2.GenerateRequest
 ) -> list[device_pb2.GenerateResponse]:
     return [r async for r in stub.Generate(request)]
 
 
-async def test_greedy_capital_streams_paris_with_stats(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_greedy_capital_streams_paris_with_stats(
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
+) -> None:
     responses = await collect(daemon_stub, device_pb2.GenerateRequest(messages=CAPITAL, max_new_tokens=48))
     text = "".join(r.text for r in responses)
     assert "Paris" in text
@@ -45,7 +47,7 @@ async def test_greedy_capital_streams_paris_with_stats(daemon_stub: device_pb2_g
     assert s.total_ms >= s.ttft_ms
 
 
-async def test_seeded_sampling_is_reproducible(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_seeded_sampling_is_reproducible(daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub) -> None:
     def req(seed: int) -> device_pb2.GenerateRequest:
         return chat(
             "Tell me a short story about a cat.",
@@ -61,7 +63,7 @@ async def test_seeded_sampling_is_reproducible(daemon_stub: device_pb2_grpc.Devi
 
 
 async def test_utf8_split_characters_are_never_emitted_half(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
 ) -> None:
     # Japanese text: most characters take several byte-level tokens in this vocabulary.
     responses = await collect(
@@ -75,7 +77,7 @@ async def test_utf8_split_characters_are_never_emitted_half(
     assert any(r.token_ids and not r.text for r in deltas)
 
 
-async def test_stop_string_ends_generation(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_stop_string_ends_generation(daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub) -> None:
     responses = await collect(
         daemon_stub, device_pb2.GenerateRequest(messages=CAPITAL, max_new_tokens=48, stop=["Paris"])
     )
@@ -85,7 +87,7 @@ async def test_stop_string_ends_generation(daemon_stub: device_pb2_grpc.DeviceDa
     assert responses[-1].stop_sequence == "Paris"
 
 
-async def test_cancel_mid_stream_frees_the_engine(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_cancel_mid_stream_frees_the_engine(daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub) -> None:
     call = daemon_stub.Generate(
         chat("Write a very long essay about the history of Europe.", max_new_tokens=1500)
     )
@@ -102,7 +104,7 @@ async def test_cancel_mid_stream_frees_the_engine(daemon_stub: device_pb2_grpc.D
     assert status.engine_state == device_pb2.ENGINE_STATE_IDLE
 
 
-async def test_deadline_stops_generation(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_deadline_stops_generation(daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         async for _ in daemon_stub.Generate(
             chat("Write a very long essay.", max_new_tokens=1500), timeout=0.5
@@ -130,7 +132,7 @@ async def test_deadline_stops_generation(daemon_stub: device_pb2_grpc.DeviceDaem
     ],
 )
 async def test_invalid_requests_get_invalid_argument(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub, request_kwargs: dict[str, object], needle: str
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub, request_kwargs: dict[str, object], needle: str
 ) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await collect(daemon_stub, device_pb2.GenerateRequest(**request_kwargs))  # type: ignore[arg-type]
@@ -138,7 +140,7 @@ async def test_invalid_requests_get_invalid_argument(
     assert needle in (err.value.details() or "")
 
 
-async def test_unknown_model_is_not_found(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_unknown_model_is_not_found(daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await collect(
             daemon_stub, device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4, model="llama-70b")
@@ -146,7 +148,7 @@ async def test_unknown_model_is_not_found(daemon_stub: device_pb2_grpc.DeviceDae
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_status_reports_the_loaded_model(daemon_stub: device_pb2_grpc.DeviceDaemonStub) -> None:
+async def test_status_reports_the_loaded_model(daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub) -> None:
     st = await daemon_stub.GetStatus(device_pb2.GetStatusRequest())
     assert st.HasField("model") and st.model.loaded
     assert len(st.model.artifact_id) == 64
@@ -183,7 +185,10 @@ async def test_health_is_not_serving_until_a_model_is_loaded(default_artifact: P
             stub = device_pb2_grpc.DeviceDaemonStub(channel)
 
             async def state() -> int:
-                return (await health.Check(health_pb2.HealthCheckRequest(service=""))).status
+                reply: health_pb2.HealthCheckResponse = await health.Check(
+                    health_pb2.HealthCheckRequest(service="")
+                )
+                return int(reply.status)
 
             assert await state() == health_pb2.HealthCheckResponse.NOT_SERVING
             with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -44,14 +44,14 @@ def request(history: list[tuple[str, str]], session: str = "", n: int = 32) -> d
 
 
 async def turn(
-    stub: device_pb2_grpc.DeviceDaemonStub, history: list[tuple[str, str]], session: str = ""
+    stub: device_pb2_grpc.DeviceDaemonAsyncStub, history: list[tuple[str, str]], session: str = ""
 ) -> tuple[str, device_pb2.GenerateStats]:
     responses = [r async for r in stub.Generate(request(history, session))]
     return "".join(r.text for r in responses), responses[-1].stats
 
 
 async def conversation(
-    stub: device_pb2_grpc.DeviceDaemonStub, session: str, questions: list[str] = QUESTIONS
+    stub: device_pb2_grpc.DeviceDaemonAsyncStub, session: str, questions: list[str] = QUESTIONS
 ) -> list[tuple[str, device_pb2.GenerateStats]]:
     history = [SYSTEM]
     out = []
@@ -64,7 +64,7 @@ async def conversation(
 
 
 async def test_session_turns_prefill_only_the_new_tokens(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
 ) -> None:
     turns = await conversation(daemon_stub, "reuse-1")
     first, later = turns[0][1], [s for _, s in turns[1:]]
@@ -76,14 +76,14 @@ async def test_session_turns_prefill_only_the_new_tokens(
 
 
 async def test_without_a_session_every_prompt_is_prefilled(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
 ) -> None:
     turns = await conversation(daemon_stub, "")
     assert all(s.prefilled_tokens == s.prompt_tokens for _, s in turns)
 
 
 async def test_session_reuse_gives_the_same_text_as_no_reuse(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
 ) -> None:
     with_sessions = [t for t, _ in await conversation(daemon_stub, "same-1")]
     without = [t for t, _ in await conversation(daemon_stub, "")]
@@ -91,7 +91,7 @@ async def test_session_reuse_gives_the_same_text_as_no_reuse(
 
 
 async def test_switching_sessions_re_prefills_and_keeps_each_conversation(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
 ) -> None:
     a = [SYSTEM, ("user", QUESTIONS[0])]
     b = [SYSTEM, ("user", "Write one sentence about the sea.")]
@@ -133,7 +133,7 @@ async def test_long_generation_slides_the_window_and_stays_fluent(windowed: Runn
 
 
 async def test_per_request_window_and_n_keep_validation(
-    daemon_stub: device_pb2_grpc.DeviceDaemonStub,
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
 ) -> None:
     req = device_pb2.GenerateRequest(prompt="The history of the river is", max_new_tokens=160, kv_window=96)
     req.sampling.logit_bias[0] = -100.0
