@@ -37,6 +37,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="slide by erasing in place (keeps positions) or by re-prefilling the kept tokens",
     )
     p.add_argument("--kv-quant", choices=("fp", "int8"), default="fp", help="KV cache precision")
+    p.add_argument(
+        "--kv-tiers",
+        default="",
+        help="KV budgets below the window, e.g. 512: a conversation starts there and moves up "
+        "only when MemAvailable allows (otherwise it slides within the tier)",
+    )
     p.add_argument("--no-warmup", action="store_true", help="skip the warm-up inference after load")
     p.add_argument(
         "--auth-token",
@@ -81,6 +87,7 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         kv_chunk=ns.kv_chunk,
         kv_method=ns.kv_method,
         kv_quant=ns.kv_quant,
+        kv_tiers=tuple(int(t) for t in ns.kv_tiers.split(",") if t.strip()),
         warmup=not ns.no_warmup,
         auth_token=ns.auth_token,
         virtual_phone=ns.virtual_phone,

@@ -29,6 +29,7 @@ class DaemonConfig:
     n_keep: int = 4  # protected tokens at the window's front; -1 = the system prompt
     kv_chunk: int = 0  # tokens evicted at once; 0 = a quarter of the window
     kv_method: str = "erase"  # "erase" (keep positions) or "reprefill" (rebuild the kept tokens)
+    kv_tiers: tuple[int, ...] = ()  # KV budgets below the window, e.g. (512,): grow only if memory allows
     kv_quant: str = "fp"  # KV cache precision: "fp" or "int8" (MNN attention_mode 8 / 10)
     warmup: bool = True
     grace_seconds: float = 2.0

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from common.errors import EdgeError, FailedPrecondition, NotFound
 from common.logs import get_logger
-from device_daemon.admission import admit, memory_need, read_meminfo
+from device_daemon.admission import admit, kv_bytes, memory_need, read_meminfo
 from device_daemon.artifact import Artifact, open_artifact
 from device_daemon.config import DaemonConfig
 from device_daemon.engine import EngineConfig, MnnEngine
@@ -98,7 +98,11 @@ class DaemonCore:
                 raise
             self.engine = engine
             self.cache = KvCache(
-                engine, policy, engine.special_id("<|im_start|>"), engine.special_id("<|im_end|>")
+                engine,
+                policy,
+                engine.special_id("<|im_start|>"),
+                engine.special_id("<|im_end|>"),
+                can_grow=lambda extra: self.can_hold_kv(artifact, extra),
             )
             self.state = "idle"
             return LoadInfo(artifact, engine.load_ms, engine.warmup_ms)
@@ -119,7 +123,15 @@ class DaemonCore:
     def window_policy(self) -> WindowPolicy:
         """The daemon's sliding-window policy."""
         c = self.config
-        return WindowPolicy(window=c.kv_window, n_keep=c.n_keep, chunk=c.kv_chunk, method=c.kv_method)
+        return WindowPolicy(
+            window=c.kv_window, n_keep=c.n_keep, chunk=c.kv_chunk, method=c.kv_method, tiers=c.kv_tiers
+        )
+
+    def can_hold_kv(self, artifact: Artifact, extra_tokens: int) -> bool:
+        """Whether MemAvailable covers `extra_tokens` more KV positions plus the margin."""
+        per_value = 1 if self.config.kv_quant == "int8" else 4
+        need = kv_bytes(artifact, extra_tokens, per_value) + self.config.memory_margin_bytes
+        return read_meminfo(self.config.proc_root).available >= need
 
     def request_policy(self, job: GenerationJob, context_length: int) -> WindowPolicy:
         """The daemon's window policy with the request's kv_window / n_keep, validated."""
@@ -130,6 +142,7 @@ class DaemonCore:
                 n_keep=job.n_keep or policy.n_keep,
                 chunk=0 if job.kv_window else policy.chunk,
                 method=policy.method,
+                tiers=policy.tiers if not job.kv_window else (),
             )
         policy.validate(context_length)
         return policy

@@ -8,7 +8,7 @@ over. Positions stay below the trained context by re-basing (re-prefill) before 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +42,10 @@ class KvCache:
     logical: list[int] = field(default_factory=list)
     n_keep: int = 0
     evicted_total: int = 0
+    # Tiers: the cache starts at the smallest budget and moves up only when this says the
+    # phone can hold `extra_tokens` more KV; otherwise it slides within the current tier.
+    can_grow: Callable[[int], bool] = lambda extra_tokens: True
+    tier: int = 0
 
     # -- request start ------------------------------------------------------------------------------
     def begin(self, session_id: str, ids: Sequence[int], stats: FeedStats) -> list[int]:
@@ -64,6 +68,7 @@ class KvCache:
         engine.reset()
         self.owner = session_id
         self.logical = []
+        self.tier = 0
         self.n_keep = self._protected(ids)
         return list(ids)
 
@@ -108,21 +113,43 @@ class KvCache:
         self.logical.append(token)
         return logits
 
+    @property
+    def budget(self) -> int:
+        """The current tier's size in tokens (the window when there are no tiers)."""
+        budgets = self.policy.budgets
+        return budgets[min(self.tier, len(budgets) - 1)]
+
     def _room(self) -> int:
-        """Tokens that fit before the window is full or positions reach the trained context."""
+        """Tokens that fit before the budget is full or positions reach the trained context."""
         engine = self.engine
         # Under "erase" positions keep growing past the cached length: re-base before the limit.
         pos_room = engine.context_length - engine.position
         if not self.policy.sliding:
             return pos_room
-        return min(self.policy.window - len(engine.history), pos_room)
+        room = self.budget - len(engine.history)
+        while room <= 0 and self._grow():
+            room = self.budget - len(engine.history)
+        return min(room, pos_room)
+
+    def _grow(self) -> bool:
+        """Move to the next tier if there is one and memory allows; the cache is kept as it is."""
+        budgets = self.policy.budgets
+        if self.tier + 1 >= len(budgets):
+            return False
+        nxt = budgets[self.tier + 1]
+        if not self.can_grow(nxt - self.budget):
+            log.info("kv_tier_held", tier=self.budget, wanted=nxt, reason="memory")
+            return False
+        log.info("kv_tier_up", tier_from=self.budget, tier_to=nxt)
+        self.tier += 1
+        return True
 
     def _evict(self, stats: FeedStats) -> None:
         """Make room: evict a chunk in place, or re-prefill the kept tokens (also re-bases positions)."""
         engine = self.engine
         if not self.policy.sliding:
             raise ContextFull(f"the context of {engine.context_length} tokens is full")
-        window_full = len(engine.history) >= self.policy.window
+        window_full = len(engine.history) >= self.budget
         if window_full:
             begin, end = eviction_range(engine.history, self.n_keep, self.policy.evict_chunk, self.turn_start)
             evicted = end - begin

@@ -29,6 +29,12 @@ class WindowPolicy:
     n_keep: int = 4
     chunk: int = 0
     method: str = "erase"
+    tiers: tuple[int, ...] = ()  # KV budgets below the window, smallest first (e.g. 512, 2048)
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        """The cache sizes a conversation moves through: the tiers, then the window itself."""
+        return (*(t for t in self.tiers if t < self.window), self.window) if self.sliding else ()
 
     @property
     def sliding(self) -> bool:
@@ -57,6 +63,12 @@ class WindowPolicy:
             raise InvalidArgument(f"n_keep must be >= 0 (or -1 for the system prompt), got {self.n_keep}")
         if self.window and self.evict_chunk > self.window - max(self.n_keep, 0) - 1:
             raise InvalidArgument(f"eviction chunk {self.evict_chunk} does not fit in the window")
+        if self.tiers and (list(self.tiers) != sorted(set(self.tiers)) or self.tiers[0] < 64):
+            raise InvalidArgument(
+                f"kv tiers must be increasing sizes of at least 64 tokens, got {self.tiers}"
+            )
+        if self.tiers and not self.sliding:
+            raise InvalidArgument("kv tiers need a sliding window (--kv-window) as the top tier")
 
 
 def system_prompt_length(tokens: Sequence[int], turn_start: int, turn_end: int) -> int:
