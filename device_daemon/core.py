@@ -118,6 +118,10 @@ class DaemonCore:
         kv = {"fp": 8, "int8": 10}
         if self.config.kv_quant not in kv:
             raise ValueError(f"kv_quant must be one of {sorted(kv)}, got {self.config.kv_quant!r}")
+        if self.config.kv_quant == "int8":
+            # Measured with mnn 3.6.1 on x86 (docs/engine.md): INT8 keys take SmolLM2's wikitext-2
+            # perplexity from 10.98 to ~32; check your device's figure with bench/bench_kv.py.
+            log.warning("kv_int8_lossy", measured_ppl_fp=10.98, measured_ppl_int8=32.1)
         return EngineConfig(threads=self.threads, attention_mode=kv[self.config.kv_quant])
 
     def window_policy(self) -> WindowPolicy:
