@@ -48,13 +48,15 @@ class MnnScorer:
         out = np.asarray(self.llm.forward(ids).read(), dtype=np.float32)
         return out.reshape(len(ids), -1)
 
-    def decode_tail(self, ids: list[int], n_decode: int) -> np.ndarray:
-        """Prefill all but the last ``n_decode`` ids, then decode those one by one (uses the KV cache)."""
+    def decode(self, ids: list[int]) -> np.ndarray:
+        """Logits [T, V] feeding one token per forward, as generation does (reads the KV cache back).
+
+        Why not prefill-then-decode: in mnn 3.6.1 the first single-token forward after a
+        multi-token all-logits prefill from Python continued at the wrong position (its logits
+        no longer matched the prefill's), so every token goes through the decode path.
+        """
         self.llm.reset()
-        head = ids[: len(ids) - n_decode]
-        rows = [np.asarray(self.llm.forward(head).read(), dtype=np.float32).reshape(len(head), -1)]
-        for t in ids[len(head) :]:
-            rows.append(np.asarray(self.llm.forward([t]).read(), dtype=np.float32).reshape(1, -1))
+        rows = [np.asarray(self.llm.forward([t]).read(), dtype=np.float32).reshape(1, -1) for t in ids]
         return np.concatenate(rows)
 
     def tokenize(self, text: str) -> list[int]:

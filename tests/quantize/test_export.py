@@ -80,3 +80,14 @@ def test_mnn_weights_pack_order_high_nibble_first(tmp_path: Path) -> None:
     q = rtn_quantize(torch.arange(32, dtype=torch.float32).reshape(1, 32), 4, 32)
     packed = mnn_weights._pack(q)
     assert packed[0] == (int(q.codes[0, 0]) << 4 | int(q.codes[0, 1]))
+
+
+def test_int8_kv_modes_measured_on_decode_path(tiny_artifact: tuple[Path, dict[str, Any]]) -> None:
+    from host_service.evaluate.artifact import kv_cache_delta
+    from host_service.evaluate.evaluate import EvalConfig
+
+    path, _ = tiny_artifact
+    ids = list(range(1000, 1064))
+    out = kv_cache_delta(path, ids, EvalConfig(tokens=64, context=64, stride=64), (8, 10))
+    assert set(out) == {"8", "10"} and out["8"]["tokens"] == 63
+    assert all(np.isfinite(v["ppl"]) for v in out.values())
