@@ -21,8 +21,9 @@ def _validate(core: DaemonCore, req: device_pb2.UpdateConfigRequest) -> None:
         raise InvalidArgument(f"threads must be within 1..{cpus}, not {req.threads}")
     window = req.kv_window if req.HasField("kv_window") else core.config.kv_window
     keep = req.n_keep if req.HasField("n_keep") else core.config.n_keep
-    if window and not 0 <= keep < window:
-        raise InvalidArgument(f"n_keep ({keep}) must be smaller than kv_window ({window})")
+    # The same rules as at start-up (minimum window, n_keep below half of it, room for a chunk).
+    context = core.engine.context_length if core.engine is not None else 8192
+    replace(core.window_policy(), window=window, n_keep=keep).validate(context)
     # governor fields: a dry run on the governor's own validator (it applies nothing on error)
     gov.validate(
         policy=req.governor_policy if req.HasField("governor_policy") else None,
