@@ -54,8 +54,8 @@ class MnnScorer:
         """Logits [T, V] feeding one token per forward, as generation does (reads the KV cache back).
 
         Why not prefill-then-decode: in mnn 3.6.1 the first single-token forward after a
-        multi-token all-logits prefill from Python continued at the wrong position (its logits
-        no longer matched the prefill's), so every token goes through the decode path.
+        multi-token all-logits prefill from Python did not continue the prefilled context (its
+        logits no longer matched the prefill's), so every token goes through the decode path.
         """
         self.llm.reset()
         rows = [np.asarray(self.llm.forward([t]).read(), dtype=np.float32).reshape(1, -1) for t in ids]
