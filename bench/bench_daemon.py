@@ -1,5 +1,8 @@
 """In-process MNN vs the daemon over gRPC: decode tok/s and TTFT, interleaved in one run.
 
+The daemon runs in this process; the gRPC client runs in a separate process, as the laptop
+client would (it shares this machine's two cores, so the figures are conservative).
+
 Usage: python bench/bench_daemon.py --artifact .cache/artifacts/default [--reps 5] [--threads 2]
 """
 
@@ -9,6 +12,8 @@ import argparse
 import asyncio
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -100,6 +105,44 @@ def through_grpc(
     return (first - t0) * 1000, (n - 1) / (last - first), daemon_tps
 
 
+class RemoteClient:
+    """The gRPC client in its own process, as on the laptop; each `run()` is one timed request."""
+
+    def __init__(self, target: str, msgs: tuple[tuple[str, str], ...], stop_ids: list[int]) -> None:
+        spec = json.dumps({"target": target, "msgs": msgs, "stop_ids": stop_ids})
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--client", spec],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self) -> tuple[float, float, float]:
+        """Trigger one request and read its timings."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        ttft, tps, dtps = json.loads(self.proc.stdout.readline())
+        return float(ttft), float(tps), float(dtps)
+
+    def close(self) -> None:
+        """End the client process."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+def client_main(spec: str) -> int:
+    """Client process: connect once, then one request per 'go' line on stdin."""
+    cfg = json.loads(spec)
+    msgs = tuple((r, c) for r, c in cfg["msgs"])
+    with DaemonClient(cfg["target"]) as client:
+        client.wait_ready()
+        for _ in sys.stdin:
+            print(json.dumps(through_grpc(client, msgs, cfg["stop_ids"])), flush=True)
+    return 0
+
+
 class DaemonThread:
     """A real daemon (gRPC server + core) on its own event loop in a background thread."""
 
@@ -131,10 +174,15 @@ def main() -> int:
     loopback. Only the path differs, and A/B alternate so machine noise hits both.
     """
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--artifact", type=Path, required=True)
+    ap.add_argument("--artifact", type=Path)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--client", help=argparse.SUPPRESS)
     ns = ap.parse_args()
+    if ns.client:
+        return client_main(ns.client)
+    if ns.artifact is None:
+        ap.error("--artifact is required")
 
     daemon = DaemonThread(
         DaemonConfig(port=0, model=ns.artifact, threads=ns.threads, data_dir=Path(tempfile.mkdtemp()))
@@ -146,14 +194,15 @@ def main() -> int:
     results: dict[str, list[tuple[float, float]]] = {"raw": [], "engine": [], "grpc": []}
     daemon_side: list[float] = []
     try:
-        with DaemonClient(f"127.0.0.1:{daemon.running.port}") as client:
-            through_grpc(client, msgs, sorted(engine.stop_ids))  # warm the channel
-            for _ in range(ns.reps):
-                results["raw"].append(daemon.on_worker(lambda: in_process_raw(engine, ids)))
-                ttft, tps, dtps = through_grpc(client, msgs, sorted(engine.stop_ids))
-                results["grpc"].append((ttft, tps))
-                daemon_side.append(dtps)
-                results["engine"].append(daemon.on_worker(lambda: in_process_engine(engine, msgs)))
+        client = RemoteClient(f"127.0.0.1:{daemon.running.port}", msgs, sorted(engine.stop_ids))
+        client.run()  # warm the channel
+        for _ in range(ns.reps):
+            results["raw"].append(daemon.on_worker(lambda: in_process_raw(engine, ids)))
+            ttft, tps, dtps = client.run()
+            results["grpc"].append((ttft, tps))
+            daemon_side.append(dtps)
+            results["engine"].append(daemon.on_worker(lambda: in_process_engine(engine, msgs)))
+        client.close()
     finally:
         daemon.stop()
 

@@ -28,6 +28,8 @@ from device_daemon.worker import EngineWorker, Ticket
 log = get_logger(__name__)
 
 VERSION = "0.1.0"
+# Longest the engine waits for a streamed token to reach gRPC before computing the next one.
+DELIVERY_WAIT_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -265,8 +267,12 @@ class DaemonCore:
 
         def emit(event: Event) -> None:
             if self.state == "prefill":
+                # The first token sets TTFT: let it reach gRPC before the next forward takes
+                # every core; later tokens stream while the engine computes.
                 self.state = "decode"
-            ticket.emit(event)
+                ticket.emit_and_wait(event, DELIVERY_WAIT_S)
+            else:
+                ticket.emit(event)
 
         actuators = self.governor.actuators
         actuators.before_prefill()
