@@ -1,34 +1,17 @@
-"""Memory admission for LoadModel: refuse a model the phone cannot hold instead of being killed."""
+"""Memory admission for LoadModel: refuse a model the phone cannot hold instead of being killed.
+
+MemAvailable comes from the telemetry reader (`device_daemon.telemetry.process.read_meminfo`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from common.errors import ResourceExhausted
 from device_daemon.artifact import Artifact
+from device_daemon.telemetry.process import MemInfo
 
 MIB = 1 << 20
-
-
-@dataclass(frozen=True)
-class MemInfo:
-    """The two /proc/meminfo numbers admission needs, in bytes."""
-
-    total: int
-    available: int
-
-
-def read_meminfo(root: Path = Path("/")) -> MemInfo:
-    """Parse <root>/proc/meminfo; MemAvailable falls back to MemFree+Cached on old kernels."""
-    values: dict[str, int] = {}
-    for line in (root / "proc" / "meminfo").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        fields = rest.split()
-        if fields and fields[0].isdigit():
-            values[key.strip()] = int(fields[0]) * 1024  # kB
-    available = values.get("MemAvailable", values.get("MemFree", 0) + values.get("Cached", 0))
-    return MemInfo(total=values.get("MemTotal", 0), available=available)
 
 
 @dataclass(frozen=True)
@@ -64,7 +47,7 @@ def memory_need(artifact: Artifact, kv_tokens: int, margin: int) -> MemoryNeed:
 
 def admit(need: MemoryNeed, mem: MemInfo, freed_by_unload: int = 0) -> None:
     """Raise ResourceExhausted unless MemAvailable (+ what replacing the loaded model frees) suffices."""
-    have = mem.available + freed_by_unload
+    have = mem.available_bytes + freed_by_unload
     if need.total > have:
         raise ResourceExhausted(
             f"not enough memory to load: needs {need.total // MIB} MiB (weights {need.weights // MIB} "

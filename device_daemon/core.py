@@ -13,7 +13,7 @@ from pathlib import Path
 
 from common.errors import EdgeError, FailedPrecondition, NotFound
 from common.logs import get_logger
-from device_daemon.admission import admit, kv_bytes, memory_need, read_meminfo
+from device_daemon.admission import admit, kv_bytes, memory_need
 from device_daemon.artifact import Artifact, open_artifact
 from device_daemon.config import DaemonConfig
 from device_daemon.engine import EngineConfig, MnnEngine
@@ -23,6 +23,7 @@ from device_daemon.governor.runtime import GovernorRuntime
 from device_daemon.kv_cache import KvCache
 from device_daemon.kv_window import WindowPolicy
 from device_daemon.store import ArtifactStore
+from device_daemon.telemetry.process import read_meminfo
 from device_daemon.worker import EngineWorker, Ticket
 
 log = get_logger(__name__)
@@ -137,7 +138,7 @@ class DaemonCore:
         """Whether MemAvailable covers `extra_tokens` more KV positions plus the margin."""
         per_value = 1 if self.config.kv_quant == "int8" else 4
         need = kv_bytes(artifact, extra_tokens, per_value) + self.config.memory_margin_bytes
-        return read_meminfo(self.config.proc_root).available >= need
+        return read_meminfo(self.config.proc_root).available_bytes >= need
 
     def request_policy(self, job: GenerationJob, context_length: int) -> WindowPolicy:
         """The daemon's window policy with the request's kv_window / n_keep, validated."""
