@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -108,8 +109,10 @@ def through_grpc(
 class RemoteClient:
     """The gRPC client in its own process, as on the laptop; each `run()` is one timed request."""
 
-    def __init__(self, target: str, msgs: tuple[tuple[str, str], ...], stop_ids: list[int]) -> None:
-        spec = json.dumps({"target": target, "msgs": msgs, "stop_ids": stop_ids})
+    def __init__(
+        self, target: str, msgs: tuple[tuple[str, str], ...], stop_ids: list[int], nice: int = 0
+    ) -> None:
+        spec = json.dumps({"target": target, "msgs": msgs, "stop_ids": stop_ids, "nice": nice})
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--client", spec],
             stdin=subprocess.PIPE,
@@ -135,6 +138,9 @@ class RemoteClient:
 def client_main(spec: str) -> int:
     """Client process: connect once, then one request per 'go' line on stdin."""
     cfg = json.loads(spec)
+    if cfg.get("nice"):
+        # Models a client on another machine: it only gets cores the daemon leaves idle.
+        os.nice(int(cfg["nice"]))
     msgs = tuple((r, c) for r, c in cfg["msgs"])
     with DaemonClient(cfg["target"]) as client:
         client.wait_ready()
@@ -178,6 +184,12 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--client", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--client-nice",
+        type=int,
+        default=0,
+        help="run the client process at this nice level (19 ≈ a client on another machine)",
+    )
     ns = ap.parse_args()
     if ns.client:
         return client_main(ns.client)
@@ -194,7 +206,9 @@ def main() -> int:
     results: dict[str, list[tuple[float, float]]] = {"raw": [], "engine": [], "grpc": []}
     daemon_side: list[float] = []
     try:
-        client = RemoteClient(f"127.0.0.1:{daemon.running.port}", msgs, sorted(engine.stop_ids))
+        client = RemoteClient(
+            f"127.0.0.1:{daemon.running.port}", msgs, sorted(engine.stop_ids), nice=ns.client_nice
+        )
         client.run()  # warm the channel
         for _ in range(ns.reps):
             results["raw"].append(daemon.on_worker(lambda: in_process_raw(engine, ids)))
@@ -214,6 +228,7 @@ def main() -> int:
         "new_tokens": NEW_TOKENS,
         "threads": ns.threads,
         "reps": ns.reps,
+        "client_nice": ns.client_nice,
         "ttft_ms": {k: round(med(k, 0), 1) for k in results},
         "decode_tps": {k: round(med(k, 1), 1) for k in results},
         "daemon_reported_decode_tps": round(statistics.median(daemon_side), 1),
