@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 from dataclasses import dataclass
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health
 
-from common.auth import TokenAuthInterceptor, require_token_off_loopback
 from common.logs import get_logger
+from common.server import Health, bind_and_start, new_server, until_signalled
 from device_daemon.config import DaemonConfig
 from device_daemon.core import DaemonCore
 from device_daemon.service import DeviceDaemonService
@@ -43,37 +41,17 @@ class RunningDaemon:
 
 async def start_server(config: DaemonConfig) -> RunningDaemon:
     """Bind, register services, start serving; load config.model if given."""
-    require_token_off_loopback(config.host, config.auth_token)
+    server = new_server(config.host, config.auth_token, MAX_MESSAGE_BYTES)
     core = DaemonCore(config)
-    server = grpc.aio.server(
-        interceptors=[TokenAuthInterceptor(config.auth_token)] if config.auth_token else [],
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ],
-    )
     service = DeviceDaemonService(core)
     device_pb2_grpc.add_DeviceDaemonServicer_to_server(service, server)
-    health_servicer = health.HealthServicer(experimental_non_blocking=True)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-
-    def set_health(loaded: bool) -> None:
-        status = (
-            health_pb2.HealthCheckResponse.SERVING if loaded else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        for name in ("", SERVICE_NAME):
-            health_servicer.set(name, status)
-
-    set_health(False)
-    core.on_model_change(set_health)
-    port = server.add_insecure_port(f"{config.host}:{config.port}")
-    if port == 0:
-        raise OSError(f"could not bind {config.host}:{config.port}")
-    await server.start()
+    health_state = Health(server, SERVICE_NAME)
+    health_state.set(False)  # NOT_SERVING until a model is loaded
+    core.on_model_change(health_state.set)
+    port = await bind_and_start(server, config.host, config.port)
     core.governor.start()
     log.info("daemon_listening", host=config.host, port=port)
-    running = RunningDaemon(server, core, health_servicer, port)
+    running = RunningDaemon(server, core, health_state.servicer, port)
     if config.model is not None:
         try:
             await core.load(config.model)
@@ -89,10 +67,9 @@ async def start_server(config: DaemonConfig) -> RunningDaemon:
 async def serve(config: DaemonConfig) -> None:
     """Run until SIGINT/SIGTERM, then stop gracefully."""
     running = await start_server(config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("daemon_stopping")
-    await running.stop()
+
+    async def stop() -> None:
+        log.info("daemon_stopping")
+        await running.stop()
+
+    await until_signalled(stop)

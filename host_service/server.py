@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from dataclasses import dataclass
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
-from common.auth import TokenAuthInterceptor, require_token_off_loopback
 from common.logs import get_logger
+from common.server import Health, bind_and_start, new_server, until_signalled
 from edgellm.v1 import host_pb2, host_pb2_grpc
 from host_service.service import HostService
 
@@ -46,23 +42,13 @@ class RunningHost:
 
 async def start_server(config: HostConfig) -> RunningHost:
     """Bind, register HostService + health + reflection, start serving."""
-    require_token_off_loopback(config.host, config.auth_token)
-    server = grpc.aio.server(
-        interceptors=[TokenAuthInterceptor(config.auth_token)] if config.auth_token else []
-    )
+    server = new_server(config.host, config.auth_token)
     # Why the ignore: Deploy/ListArtifacts stay abstract in the typed stub until implemented; the
     # generated base class answers them UNIMPLEMENTED at run time.
     service = HostService()  # type: ignore[abstract]
     host_pb2_grpc.add_HostServiceServicer_to_server(service, server)
-    health_servicer = health.HealthServicer(experimental_non_blocking=True)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    port = server.add_insecure_port(f"{config.host}:{config.port}")
-    if port == 0:
-        raise OSError(f"could not bind {config.host}:{config.port}")
-    await server.start()
+    Health(server, SERVICE_NAME).set(True)
+    port = await bind_and_start(server, config.host, config.port)
     log.info("host_listening", host=config.host, port=port)
     return RunningHost(server, service, port)
 
@@ -70,10 +56,9 @@ async def start_server(config: HostConfig) -> RunningHost:
 async def serve(config: HostConfig) -> None:
     """Run until SIGINT/SIGTERM, then stop gracefully."""
     running = await start_server(config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("host_stopping")
-    await running.stop(config.grace_seconds)
+
+    async def stop() -> None:
+        log.info("host_stopping")
+        await running.stop(config.grace_seconds)
+
+    await until_signalled(stop)
