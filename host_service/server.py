@@ -43,9 +43,7 @@ class RunningHost:
 async def start_server(config: HostConfig) -> RunningHost:
     """Bind, register HostService + health + reflection, start serving."""
     server = new_server(config.host, config.auth_token)
-    # Why the ignore: Deploy/ListArtifacts stay abstract in the typed stub until implemented; the
-    # generated base class answers them UNIMPLEMENTED at run time.
-    service = HostService()  # type: ignore[abstract]
+    service = HostService()
     host_pb2_grpc.add_HostServiceServicer_to_server(service, server)
     Health(server, SERVICE_NAME).set(True)
     port = await bind_and_start(server, config.host, config.port)

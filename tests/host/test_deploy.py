@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from pathlib import Path
+
+import grpc
+import pytest
 
 from device_daemon.config import DaemonConfig
 from device_daemon.server import start_server
+from edgellm.v1 import host_pb2, host_pb2_grpc
 from host_service.deploy import deploy
+from host_service.server import HostConfig
+from host_service.server import start_server as start_host
 
 
 async def test_deploy_reports_device_numbers(default_artifact: Path, tmp_path: Path) -> None:
@@ -27,3 +34,33 @@ async def test_deploy_reports_device_numbers(default_artifact: Path, tmp_path: P
     assert all(b >= a - 1e-9 for a, b in itertools.pairwise(fractions))
     assert fractions[-1] == 1.0
     assert any("MB/s" in m and "ETA" in m for _, m in events)
+
+
+async def test_deploy_rpc_streams_the_job_and_list_artifacts(default_artifact: Path, tmp_path: Path) -> None:
+    root = tmp_path / "artifacts"
+    root.mkdir()
+    (root / "smollm2").symlink_to(default_artifact.resolve())
+    (root / "broken").mkdir()
+    (root / "broken" / "manifest.json").write_text("{not json")
+    d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
+    host = await start_host(HostConfig(port=0))
+    host.service.artifacts_root = root
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{host.port}") as channel:
+            stub = host_pb2_grpc.HostServiceStub(channel)
+            listed = await stub.ListArtifacts(host_pb2.ListArtifactsRequest())
+            assert [a.name for a in listed.artifacts] == ["smollm2-135m-instruct"]
+            assert len(listed.artifacts[0].artifact_id) == 64
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                async for _ in stub.Deploy(host_pb2.DeployRequest(artifact_dir=str(tmp_path / "nope"))):
+                    pass
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND
+            request = host_pb2.DeployRequest(artifact_dir=str(default_artifact), target=f"127.0.0.1:{d.port}")
+            events = [e async for e in stub.Deploy(request)]
+    finally:
+        await host.stop(0)
+        await d.stop(0)
+    assert events[-1].done and not events[-1].error
+    result = json.loads(events[-1].result_json)
+    assert result["ttft_ms"] > 0 and result["load_ms"] > 0
+    assert any("MB/s" in e.progress.message for e in events)
