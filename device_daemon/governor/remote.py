@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
+from typing import Any
 
 from common.errors import InvalidArgument
 from common.logs import get_logger
@@ -12,6 +13,17 @@ from device_daemon.core import DaemonCore
 from edgellm.v1 import device_pb2
 
 log = get_logger(__name__)
+
+
+def _governor_fields(req: device_pb2.UpdateConfigRequest) -> dict[str, Any]:
+    """The governor fields the request sets (unset optional fields are None)."""
+    return {
+        "policy": req.governor_policy if req.HasField("governor_policy") else None,
+        "setpoint_c": req.setpoint_c if req.HasField("setpoint_c") else None,
+        "pacing_ms": req.pacing_ms if req.HasField("pacing_ms") else None,
+        "power": req.power if req.HasField("power") else None,
+        "cluster": req.cluster if req.HasField("cluster") else None,
+    }
 
 
 def _validate(core: DaemonCore, req: device_pb2.UpdateConfigRequest) -> None:
@@ -25,13 +37,7 @@ def _validate(core: DaemonCore, req: device_pb2.UpdateConfigRequest) -> None:
     context = core.engine.context_length if core.engine is not None else 8192
     replace(core.window_policy(), window=window, n_keep=keep).validate(context)
     # governor fields: a dry run on the governor's own validator (it applies nothing on error)
-    gov.validate(
-        policy=req.governor_policy if req.HasField("governor_policy") else None,
-        setpoint_c=req.setpoint_c if req.HasField("setpoint_c") else None,
-        pacing_ms=req.pacing_ms if req.HasField("pacing_ms") else None,
-        power=req.power if req.HasField("power") else None,
-        cluster=req.cluster if req.HasField("cluster") else None,
-    )
+    gov.validate(**_governor_fields(req))
 
 
 async def apply_update(core: DaemonCore, req: device_pb2.UpdateConfigRequest) -> None:
@@ -43,13 +49,7 @@ async def apply_update(core: DaemonCore, req: device_pb2.UpdateConfigRequest) ->
             kv_window=req.kv_window if req.HasField("kv_window") else core.config.kv_window,
             n_keep=req.n_keep if req.HasField("n_keep") else core.config.n_keep,
         )
-    core.governor.update(
-        policy=req.governor_policy if req.HasField("governor_policy") else None,
-        setpoint_c=req.setpoint_c if req.HasField("setpoint_c") else None,
-        pacing_ms=req.pacing_ms if req.HasField("pacing_ms") else None,
-        power=req.power if req.HasField("power") else None,
-        cluster=req.cluster if req.HasField("cluster") else None,
-    )
+    core.governor.update(**_governor_fields(req))
     if req.HasField("threads") and req.threads != core.threads:
         # Why a reload: MNN reads thread_num only in initRuntime(), which only load() runs.
         core.threads = req.threads
