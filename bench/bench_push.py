@@ -36,6 +36,7 @@ import grpc
 
 from clients.client import MAX_MESSAGE_BYTES
 from clients.push import CHUNK_BYTES, Pusher, PushProgress, load_local
+from common.allocator import tune_for_streaming
 from common.paths import default_artifact_dir
 from device_daemon.config import DaemonConfig
 from device_daemon.server import start_server
@@ -144,7 +145,7 @@ def push_once(port: int, artifact: Path) -> float:
     """One complete push into an empty store, then delete it again; seconds of the push."""
     with channel(port) as ch:
         stub = device_pb2_grpc.DeviceDaemonStub(ch)
-        report = Pusher(stub, artifact).run()
+        report = Pusher(ch, artifact).run()
         if report.bytes_skipped:
             raise RuntimeError("the device already held part of the artifact")
         stub.DeleteArtifact(device_pb2.DeleteArtifactRequest(artifact_id=report.artifact_id))
@@ -154,8 +155,7 @@ def push_once(port: int, artifact: Path) -> float:
 def push_interrupted(port: int, artifact: Path, at: float) -> dict[str, int]:
     """Cut a push off after `at` of the bytes, resume it, and count what was sent twice."""
     with channel(port) as ch:
-        stub = device_pb2_grpc.DeviceDaemonStub(ch)
-        first = Pusher(stub, artifact, retries=0)
+        first = Pusher(ch, artifact, retries=0)
 
         def cut(p: PushProgress) -> None:
             if p.bytes_sent >= at * p.bytes_total:
@@ -167,7 +167,7 @@ def push_interrupted(port: int, artifact: Path, at: float) -> dict[str, int]:
         time.sleep(0.5)  # let the device finish writing what it accepted
         status = first.status()
         held = sum(f.have_bytes for f in status.files)
-        second = Pusher(stub, artifact)
+        second = Pusher(ch, artifact)
         report = second.run()
         ok = (
             report.response is not None and report.response.artifact.artifact_id == first.manifest.artifact_id
@@ -195,6 +195,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args()
+    tune_for_streaming()  # as the `edgellm push` CLI does (common/allocator.py)
     total = sum(load_local(ns.artifact)[1].unique_blobs().values())
     runs: dict[str, list[float]] = {"tcp": [], "tcp_verified": [], "push": []}
     with tempfile.TemporaryDirectory() as tmp, daemon(Path(tmp) / "device") as port:

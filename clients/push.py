@@ -10,10 +10,12 @@ from pathlib import Path
 
 import grpc
 
+from common.push_wire import encode_chunk, encode_manifest
 from device_daemon.store.manifest import MANIFEST, PUSH_STATUS_KEY, FileEntry, PushManifest, parse_manifest
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 CHUNK_BYTES = 1 << 20
+PUSH_METHOD = "/edgellm.v1.DeviceDaemon/PushArtifact"
 RETRY_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
@@ -87,18 +89,26 @@ def plan(manifest: PushManifest, status: device_pb2.ArtifactStatus) -> list[tupl
 
 
 class Pusher:
-    """Pushes one artifact directory over a DeviceDaemon stub, resuming after failures."""
+    """Pushes one artifact directory over a channel to a DeviceDaemon, resuming after failures."""
 
     def __init__(
         self,
-        stub: device_pb2_grpc.DeviceDaemonStub,
+        channel: grpc.Channel,
         artifact_dir: Path,
         chunk_bytes: int = CHUNK_BYTES,
         on_progress: ProgressFn | None = None,
         metadata: Sequence[tuple[str, str]] | None = None,
         retries: int = 3,
     ) -> None:
-        self.stub = stub
+        self.stub = device_pb2_grpc.DeviceDaemonStub(channel)
+        # Why a hand-made call: requests are pre-encoded by common.push_wire (one copy per chunk
+        # instead of three); the bytes on the wire are the same ArtifactChunk messages.
+        self._push_call: grpc.StreamUnaryMultiCallable[bytes, device_pb2.PushArtifactResponse]
+        self._push_call = channel.stream_unary(
+            PUSH_METHOD,
+            request_serializer=None,
+            response_deserializer=device_pb2.PushArtifactResponse.FromString,
+        )
         self.dir = artifact_dir
         self.chunk_bytes = chunk_bytes
         self.on_progress = on_progress
@@ -148,7 +158,7 @@ class Pusher:
     def _push(self, status: device_pb2.ArtifactStatus) -> device_pb2.PushArtifactResponse:
         """One PushArtifact call: the manifest, then (once the device says go) the missing chunks."""
         go: queue.SimpleQueue[device_pb2.ArtifactStatus | None] = queue.SimpleQueue()
-        call = self.stub.PushArtifact.future(self._messages(go), metadata=self.metadata)
+        call = self._push_call.future(self._messages(go), metadata=self.metadata)
         fresh: device_pb2.ArtifactStatus | None = None
         try:
             # Why wait: the device holds a push of an artifact another push is writing until that
@@ -158,10 +168,8 @@ class Pusher:
             go.put(fresh)  # None ends the request stream: the call already failed
         return call.result()
 
-    def _messages(
-        self, go: queue.SimpleQueue[device_pb2.ArtifactStatus | None]
-    ) -> Iterator[device_pb2.ArtifactChunk]:
-        yield device_pb2.ArtifactChunk(manifest_json=self.text)
+    def _messages(self, go: queue.SimpleQueue[device_pb2.ArtifactStatus | None]) -> Iterator[bytes]:
+        yield encode_manifest(self.text)
         status = go.get()
         if status is None:
             return
@@ -177,9 +185,7 @@ class Pusher:
                     data = f.read(min(self.chunk_bytes, entry.size - offset))
                     if not data:
                         raise ValueError(f"{entry.path} shrank while being pushed")
-                    yield device_pb2.ArtifactChunk(
-                        chunk=device_pb2.FileChunk(path=entry.path, offset=offset, data=data)
-                    )
+                    yield encode_chunk(entry.path, offset, data)
                     offset += len(data)
                     sent_here += len(data)
                     done += len(data)

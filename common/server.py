@@ -12,18 +12,20 @@ from grpc_reflection.v1alpha import reflection
 
 from common.auth import TokenAuthInterceptor, require_token_off_loopback
 
+MAX_FRAME_BYTES = (1 << 24) - 1  # the largest frame HTTP/2 allows (RFC 9113 §4.2)
+
 
 def new_server(host: str, auth_token: str | None, max_message_bytes: int | None = None) -> grpc.aio.Server:
     """An aio server that refuses to run off loopback without a token, and checks it when set."""
     require_token_off_loopback(host, auth_token)
-    options = (
-        [
+    # Why a large HTTP/2 frame size: the default 16 KiB frames cut each 1 MiB push chunk into 64
+    # frames, and their per-frame cost was a quarter of a loopback push (docs/benchmarks.md).
+    options: list[tuple[str, int]] = [("grpc.http2.max_frame_size", MAX_FRAME_BYTES)]
+    if max_message_bytes:
+        options += [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
         ]
-        if max_message_bytes
-        else []
-    )
     return grpc.aio.server(
         interceptors=[TokenAuthInterceptor(auth_token)] if auth_token else [], options=options
     )

@@ -60,10 +60,9 @@ def push_artifact(target: str, artifact: Path) -> str:
 
     # Imported lazily: the push client is its own module, only needed when there is an artifact.
     from clients.push import Pusher
-    from edgellm.v1 import device_pb2_grpc
 
     with grpc.insecure_channel(target) as ch:
-        report = Pusher(device_pb2_grpc.DeviceDaemonStub(ch), artifact).run()
+        report = Pusher(ch, artifact).run()
     log.info("artifact_pushed", id=report.artifact_id, sent=report.bytes_sent, skipped=report.bytes_skipped)
     return report.artifact_id
 

@@ -21,10 +21,10 @@ from typing import IO, Any
 
 from common.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from common.logs import get_logger
+from common.push_wire import PushMessage
 from device_daemon.artifact import Artifact
 from device_daemon.store.manifest import FileEntry, PushManifest, parse_manifest
 from device_daemon.store.store import ArtifactStore, StoreStatus
-from edgellm.v1 import device_pb2
 
 log = get_logger(__name__)
 
@@ -70,7 +70,7 @@ class _Part:
         self.fh = fh
         self.written = self.offset = size
 
-    def write(self, data: bytes | memoryview, offset: int) -> None:
+    def write(self, data: memoryview, offset: int) -> None:
         """Append data at offset and hash it (I/O thread); never leaves a hole."""
         if self.fh is None or offset != self.written:
             raise FailedPrecondition(f"{self.entry.path}: write at {offset}, but {self.written} on disk")
@@ -99,9 +99,7 @@ class PushReceiver:
         self.store = store
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def receive(
-        self, messages: AsyncIterator[device_pb2.ArtifactChunk], ready: ReadyFn | None = None
-    ) -> PushResult:
+    async def receive(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
         """Consume one push stream (manifest first, then chunks) and install the artifact.
 
         `ready` is awaited with the store's status once this push holds the artifact's lock: a
@@ -109,7 +107,9 @@ class PushReceiver:
         plans its chunks from what the device holds then (nothing, if that push installed it).
         """
         first = await anext(messages, None)
-        if first is None or first.WhichOneof("payload") != "manifest_json":
+        if first is not None and first.error:
+            raise InvalidArgument(first.error)
+        if first is None or first.manifest_json is None:
             raise InvalidArgument("a push must start with a message carrying manifest_json")
         manifest = parse_manifest(first.manifest_json)
         lock = self._locks.setdefault(manifest.artifact_id, asyncio.Lock())
@@ -122,7 +122,7 @@ class PushReceiver:
     async def _receive(
         self,
         manifest: PushManifest,
-        messages: AsyncIterator[device_pb2.ArtifactChunk],
+        messages: AsyncIterator[PushMessage],
         ready: ReadyFn | None,
     ) -> PushResult:
         store = self.store
@@ -136,7 +136,7 @@ class PushReceiver:
         store.begin(manifest)
         log.info("push_started", artifact_id=manifest.artifact_id[:12], missing=status.missing_bytes)
         io = ThreadPoolExecutor(1, thread_name_prefix="push-io")
-        batch: list[tuple[_Part, bytes | memoryview, int]] = []
+        batch: list[tuple[_Part, memoryview, int]] = []
         batch_bytes = 0
         writing: Future[None] | None = None  # the batch on the I/O thread
         parts: dict[str, _Part] = {}
@@ -162,12 +162,12 @@ class PushReceiver:
 
         try:
             async for msg in messages:
-                if msg.WhichOneof("payload") != "chunk":
+                if msg.error:
+                    raise InvalidArgument(msg.error)
+                if not msg.is_chunk:
                     raise InvalidArgument("only the first message of a push may carry a manifest")
-                c = msg.chunk
-                # Why read each field once: every access to a bytes field of a upb message copies it.
-                path, offset = c.path, c.offset
-                data: bytes | memoryview = c.data
+                path, offset = msg.path, msg.offset
+                data = msg.data  # a view into the received message: written and hashed without a copy
                 entry = manifest.entry(path)
                 n = len(data)
                 if n > MAX_CHUNK_BYTES:
@@ -189,7 +189,7 @@ class PushReceiver:
                         "(ask GetArtifactStatus where to resume)"
                     )
                 if offset < part.offset:
-                    data = memoryview(data)[part.offset - offset :]
+                    data = data[part.offset - offset :]
                 skipped += n - len(data)
                 if not data:
                     continue
@@ -248,7 +248,7 @@ class PushReceiver:
         self.store.commit_blob(part.path, part.entry.sha256)
 
 
-def _write_batch(batch: list[tuple[_Part, bytes | memoryview, int]]) -> None:
+def _write_batch(batch: list[tuple[_Part, memoryview, int]]) -> None:
     """Write and hash a batch of chunks in order (I/O thread)."""
     for part, data, offset in batch:
         part.write(data, offset)

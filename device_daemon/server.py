@@ -8,12 +8,14 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health
 
+from common.allocator import tune_for_streaming
 from common.logs import get_logger
 from common.server import Health, bind_and_start, new_server, until_signalled
 from device_daemon.config import DaemonConfig
 from device_daemon.core import DaemonCore
+from device_daemon.handlers import add_device_service
 from device_daemon.service import DeviceDaemonService
-from edgellm.v1 import device_pb2, device_pb2_grpc
+from edgellm.v1 import device_pb2
 
 log = get_logger(__name__)
 
@@ -41,10 +43,11 @@ class RunningDaemon:
 
 async def start_server(config: DaemonConfig) -> RunningDaemon:
     """Bind, register services, start serving; load config.model if given."""
+    tune_for_streaming()  # pushes arrive as 1 MiB messages (common/allocator.py)
     server = new_server(config.host, config.auth_token, MAX_MESSAGE_BYTES)
     core = DaemonCore(config)
     service = DeviceDaemonService(core)
-    device_pb2_grpc.add_DeviceDaemonServicer_to_server(service, server)
+    add_device_service(service, server)
     health_state = Health(server, SERVICE_NAME)
     health_state.set(False)  # NOT_SERVING until a model is loaded
     core.on_model_change(health_state.set)

@@ -11,6 +11,7 @@ import grpc
 
 from common.errors import FailedPrecondition, InvalidArgument
 from common.grpc_util import client_stream, server_stream, unary
+from common.push_wire import PushMessage
 from device_daemon.artifact import Artifact
 from device_daemon.core import VERSION, DaemonCore
 from device_daemon.generation import Delta, Finished, Stats
@@ -178,8 +179,8 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
 
     # -- artifacts and models (issue 4) ------------------------------------------------------------
     @client_stream
-    async def PushArtifact(
-        self, request_iterator: AsyncIterator[device_pb2.ArtifactChunk], context: Ctx
+    async def PushArtifact(  # type: ignore[override]  # decoded by common.push_wire (handlers.py)
+        self, request_iterator: AsyncIterator[PushMessage], context: Ctx
     ) -> device_pb2.PushArtifactResponse:
         """Receive an artifact: manifest first, then chunks; installs atomically when complete."""
 

@@ -38,7 +38,7 @@ def deploy(
     with DaemonClient(target) as client:
         metadata = tuple(getattr(client, "metadata", None) or ())
         pusher = Pusher(
-            client.stub,
+            client.channel,
             artifact_dir,
             on_progress=lambda p: progress(
                 PUSH_SHARE * p.bytes_done / max(p.bytes_total, 1), push_message(p)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from common.allocator import tune_for_streaming
 from common.logs import get_logger
 from common.server import Health, bind_and_start, new_server, until_signalled
 from edgellm.v1 import host_pb2, host_pb2_grpc
@@ -42,6 +43,7 @@ class RunningHost:
 
 async def start_server(config: HostConfig) -> RunningHost:
     """Bind, register HostService + health + reflection, start serving."""
+    tune_for_streaming()  # Deploy pushes 1 MiB buffers (common/allocator.py)
     server = new_server(config.host, config.auth_token)
     service = HostService()
     host_pb2_grpc.add_HostServiceServicer_to_server(service, server)

@@ -49,7 +49,7 @@ def run_push(ns: argparse.Namespace) -> int:
     with DaemonClient(ns.target) as client:
         try:
             pusher = Pusher(
-                client.stub, ns.artifact_dir, int(ns.chunk_mib * (1 << 20)), metadata=_metadata(client)
+                client.channel, ns.artifact_dir, int(ns.chunk_mib * (1 << 20)), metadata=_metadata(client)
             )
         except (OSError, ValueError) as err:
             sys.stderr.write(f"edgellm: {err}\n")

@@ -87,9 +87,8 @@ def _stub(port: int) -> tuple[grpc.Channel, device_pb2_grpc.DeviceDaemonStub]:
 
 
 def _push(port: int, art: Path, **kw: Any) -> Any:
-    ch, stub = _stub(port)
-    with ch:
-        return Pusher(stub, art, **kw).run()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        return Pusher(ch, art, **kw).run()
 
 
 def _call(port: int, fn: Callable[[device_pb2_grpc.DeviceDaemonStub], Any]) -> Any:
@@ -148,9 +147,8 @@ async def test_resume_after_client_killed_resends_no_completed_chunk(
     dev: RunningDaemon, tmp_path: Path
 ) -> None:
     art = make_artifact(tmp_path / "a", SIZES)
-    ch, stub = _stub(dev.port)
-    with ch:
-        first = Pusher(stub, art, on_progress=_cut_at(0.6), retries=0)
+    with grpc.insecure_channel(f"127.0.0.1:{dev.port}") as ch:
+        first = Pusher(ch, art, on_progress=_cut_at(0.6), retries=0)
         with pytest.raises((Cut, grpc.RpcError)):
             await asyncio.to_thread(first.run)
         await asyncio.sleep(0.3)  # the device finishes writing what it accepted
@@ -158,7 +156,7 @@ async def test_resume_after_client_killed_resends_no_completed_chunk(
         status = await asyncio.to_thread(first.status)
         held = sum(f.have_bytes for f in status.files)
         assert 0 < held <= first.sent
-        second = Pusher(stub, art)
+        second = Pusher(ch, art)
         report = await asyncio.to_thread(second.run)
     assert second.sent == first.total - held  # nothing the device held is sent twice
     assert first.sent - held <= 8 * MIB  # lost in flight: only what gRPC had buffered
@@ -180,9 +178,8 @@ async def test_resume_after_daemon_restart(tmp_path: Path) -> None:
     await asyncio.wrap_future(stopping[0])
     d2 = await _start(tmp_path / "data")
     try:
-        ch, stub = _stub(d2.port)
-        with ch:
-            p = Pusher(stub, art)
+        with grpc.insecure_channel(f"127.0.0.1:{d2.port}") as ch:
+            p = Pusher(ch, art)
             held = sum(f.have_bytes for f in (await asyncio.to_thread(p.status)).files)
             assert held > 0
             await _assert_nothing_visible(d2.port, p.manifest.artifact_id)
