@@ -19,7 +19,8 @@ def new_server(host: str, auth_token: str | None, max_message_bytes: int | None 
     """An aio server that refuses to run off loopback without a token, and checks it when set."""
     require_token_off_loopback(host, auth_token)
     # Why a large HTTP/2 frame size: the default 16 KiB frames cut each 1 MiB push chunk into 64
-    # frames, and their per-frame cost was a quarter of a loopback push (docs/benchmarks.md).
+    # frames; allowing larger ones took bare gRPC streaming of 1 MiB messages over loopback from
+    # 849 to 1,087 MB/s on the 2-core build machine (docs/benchmarks.md).
     options: list[tuple[str, int]] = [("grpc.http2.max_frame_size", MAX_FRAME_BYTES)]
     if max_message_bytes:
         options += [
