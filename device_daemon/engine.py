@@ -161,6 +161,12 @@ class MnnEngine:
 
     def _forward(self, ids: list[int]) -> Logits:
         llm = self._require()
+        if len(ids) > 1 and llm.context.gen_seq_len > 0:  # type: ignore[attr-defined]
+            # Why: MNN counts every forward as generated (gen_seq_len), and a forward of T > 1
+            # tokens with gen_seq_len > 0 runs on a module cloned per distinct T and kept for
+            # good (~5 MiB each): a session's next turns grew RSS with every new turn length.
+            # MNN's own chat resets the counter at the start of each response; so do we.
+            llm.context.update(gen_seq_len=0)  # type: ignore[attr-defined]
         out = llm.forward(ids)  # type: ignore[attr-defined]
         if out is None:
             raise Unavailable("MNN forward failed")
