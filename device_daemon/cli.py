@@ -45,6 +45,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--no-warmup", action="store_true", help="skip the warm-up inference after load")
     p.add_argument(
+        "--warmup-tokens",
+        type=int,
+        default=256,
+        help="warm-up prefill length (capped by the first KV budget): MNN sizes its buffers to the "
+        "largest shapes it has run, so RSS reaches its plateau at load",
+    )
+    p.add_argument(
         "--auth-token",
         default=token_from_env(),
         help="bearer token clients must send (default $EDGELLM_TOKEN); required off loopback",
@@ -89,6 +96,7 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         kv_quant=ns.kv_quant,
         kv_tiers=tuple(int(t) for t in ns.kv_tiers.split(",") if t.strip()),
         warmup=not ns.no_warmup,
+        warmup_tokens=ns.warmup_tokens,
         auth_token=ns.auth_token,
         virtual_phone=ns.virtual_phone,
         virtual_phone_time_scale=ns.time_scale,

@@ -32,6 +32,7 @@ class DaemonConfig:
     kv_tiers: tuple[int, ...] = ()  # KV budgets below the window, e.g. (512,): grow only if memory allows
     kv_quant: str = "fp"  # KV cache precision: "fp" or "int8" (MNN attention_mode 8 / 10)
     warmup: bool = True
+    warmup_tokens: int = 256  # warm-up prefill length (capped by the first KV budget); sizes MNN's buffers
     grace_seconds: float = 2.0
     sysfs_root: Path = Path("/")  # where thermal zones and cpufreq are read (tests: a fixture tree)
     virtual_phone: str | None = None  # phone profile: simulate its thermals and firmware in real time

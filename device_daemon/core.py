@@ -92,10 +92,10 @@ class DaemonCore:
             try:
                 engine = MnnEngine(artifact, self.engine_config())
                 engine.load()
-                if self.config.warmup:
-                    engine.warm_up()
                 policy = self.window_policy()
                 policy.validate(engine.context_length)
+                if self.config.warmup:
+                    engine.warm_up(self.warmup_tokens(policy, engine.context_length))
             except BaseException:
                 self.state = "empty"
                 raise
@@ -122,8 +122,18 @@ class DaemonCore:
         if self.config.kv_quant not in kv:
             raise ValueError(f"kv_quant must be one of {sorted(kv)}, got {self.config.kv_quant!r}")
         if self.config.kv_quant == "int8":
-            # Measured with mnn 3.6.1 on x86 (docs/engine.md): INT8 keys take SmolLM2's wikitext-2
-            # perplexity from 10.98 to ~32; check your device's figure with bench/bench_kv.py.
+            if self.config.kv_window and self.config.kv_method == "erase":
+                # Why refuse: with quantized KV, mnn 3.6.1's erase keeps nothing after the erased
+                # range (CPUKVCacheManager::onRealloc) while positions count on: silent garbage.
+                raise FailedPrecondition(
+                    "kv_quant int8 cannot slide the window by erase: MNN 3.6.1 drops every cached token "
+                    "after an erased range when the KV cache is quantized (docs/engine.md); "
+                    "use --kv-method reprefill or --kv-quant fp"
+                )
+            # Measured with mnn 3.6.1 (docs/engine.md): INT8 keys are stored relative to a running
+            # max that moves between forwards and is never added back, so chunked prefills take
+            # SmolLM2's wikitext-2 perplexity from 10.98 to ~32. Check a device's figure with
+            # bench/bench_kv.py before relying on it.
             log.warning("kv_int8_lossy", measured_ppl_fp=10.98, measured_ppl_int8=32.1)
         return EngineConfig(threads=self.threads, attention_mode=kv[self.config.kv_quant])
 
@@ -133,6 +143,11 @@ class DaemonCore:
         return WindowPolicy(
             window=c.kv_window, n_keep=c.n_keep, chunk=c.kv_chunk, method=c.kv_method, tiers=c.kv_tiers
         )
+
+    def warmup_tokens(self, policy: WindowPolicy, context_length: int) -> int:
+        """Warm-up prefill length: warmup_tokens, within the first KV budget (room for 4 decode steps)."""
+        first_budget = policy.budgets[0] if policy.budgets else context_length
+        return max(1, min(self.config.warmup_tokens, first_budget - 8))
 
     def can_hold_kv(self, artifact: Artifact, extra_tokens: int) -> bool:
         """Whether MemAvailable covers `extra_tokens` more KV positions plus the margin."""

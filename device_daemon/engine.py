@@ -90,9 +90,17 @@ class MnnEngine:
         )
 
     def warm_up(self, tokens: int = 8) -> float:
-        """Run a short dummy prefill + decode so the first real request is not 3-5x slower."""
+        """Run a dummy prefill of `tokens` tokens + a few decode steps, then forget them.
+
+        The first inference is 3-5x slower (the source article); and MNN grows its buffer pools
+        to the largest shapes it has run and keeps them, so a warm-up as long as the largest
+        common prefill makes RSS reach its plateau at load instead of over the first ~100
+        requests (docs/benchmarks.md, memory soak).
+        """
         start = time.perf_counter()
-        ids = self.encode("Hello, how are you today?")[:tokens] or [0]
+        text = "The quick brown fox jumps over the lazy dog while the sea rolls under the moon. "
+        base = self.encode(text) or [0]
+        ids = (base * (max(tokens, 1) // len(base) + 1))[: max(tokens, 1)]
         logits = self.prefill(ids)
         for _ in range(4):
             logits = self.decode(int(np.argmax(logits)))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from common.errors import InvalidArgument
+from common.errors import FailedPrecondition, InvalidArgument
+from device_daemon.config import DaemonConfig
+from device_daemon.core import DaemonCore
 from device_daemon.kv_window import WindowPolicy, eviction_range, system_prompt_length
 
 S, E, NL = 1, 2, 198  # <|im_start|>, <|im_end|>, "\n"
@@ -54,3 +58,20 @@ def test_bad_policies_are_refused(policy: WindowPolicy) -> None:
 def test_default_chunk_is_a_quarter_window() -> None:
     assert WindowPolicy(window=512).evict_chunk == 128
     WindowPolicy(window=512, n_keep=4).validate(8192)
+
+
+async def test_int8_kv_refuses_to_slide_by_erase(tmp_path: Path) -> None:
+    """MNN 3.6.1 truncates a quantized KV cache at an erase: the daemon says so instead of loading."""
+    core = DaemonCore(DaemonConfig(port=0, data_dir=tmp_path, kv_window=256, kv_quant="int8"))
+    try:
+        with pytest.raises(FailedPrecondition, match="reprefill"):
+            core.engine_config()
+        ok = DaemonCore(
+            DaemonConfig(
+                port=0, data_dir=tmp_path / "b", kv_window=256, kv_quant="int8", kv_method="reprefill"
+            )
+        )
+        assert ok.engine_config().attention_mode == 10
+        await ok.close()
+    finally:
+        await core.close()

@@ -30,7 +30,7 @@ def rss_kib() -> int:
 @pytest.mark.slow
 async def test_thousand_requests_leave_rss_flat(default_artifact: Path, tmp_path: Path) -> None:
     running = await start_server(
-        DaemonConfig(port=0, model=default_artifact, data_dir=tmp_path, kv_window=256, warmup=False)
+        DaemonConfig(port=0, model=default_artifact, data_dir=tmp_path, kv_window=256)
     )
     rng = random.Random(0)
     try:
@@ -49,6 +49,8 @@ async def test_thousand_requests_leave_rss_flat(default_artifact: Path, tmp_path
                 pass
             if i == 49:
                 after_50 = rss_kib()
+            if (i + 1) % 100 == 0:
+                print(f"soak: {i + 1} requests, RSS {rss_kib()} KiB (after 50: {after_50} KiB)")
         final = rss_kib()
     finally:
         await running.stop(0)
