@@ -1,7 +1,8 @@
 """Quantization benchmark on the default model: one row per plan (torch/MNN ppl, top-1, size, time).
 
 Usage: .venv/bin/python bench/bench_quant.py --configs rtn-b64 gptq-b64 ... [--tokens 2048] [--out FILE]
-Config names: fp, int8, {rtn,gptq,awq}-b{32,64}, mixed-{rtn,gptq,awq}-b64, auto-{3,8} (GPTQ-based search).
+Config names: int8 (block 64), int8-b{0,32,64,192}, {rtn,gptq,awq}-b{32,64}, mixed-{rtn,gptq,awq}-b64,
+auto-{3,8} (GPTQ-based search), auto-size-mixed (auto at the size of mixed-gptq-b64, run that first).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from host_service.quantize.plan import QuantPlan, preset
 
 def plan_for(name: str) -> QuantPlan:
     """Plan for a benchmark config name."""
-    if name == "int8":
-        return preset("int8")
     parts = name.split("-")
+    if parts[0] == "int8":  # int8 (block 64) or int8-bN
+        return preset("int8", block=int(parts[1][1:]) if len(parts) > 1 else 64)
     if parts[0] == "mixed":
         return preset("mixed", method=parts[1], block=int(parts[2][1:]))
     return preset("int4", method=parts[0], block=int(parts[1][1:]))
@@ -34,13 +35,22 @@ def main() -> None:
     ap.add_argument("--configs", nargs="*", default=[])
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--out", type=Path, default=cache_dir() / "bench" / "quant.json")
-    ap.add_argument("--table", action="store_true", help="only print the markdown table of --out")
+    ap.add_argument(
+        "--table",
+        nargs="*",
+        type=Path,
+        default=None,
+        help="only print the markdown table of these result files (later ones win; default --out)",
+    )
     args = ap.parse_args()
-    if args.table:
-        print(markdown(json.loads(args.out.read_text())))
+    if args.table is not None:
+        rows: dict[str, Any] = {}
+        for path in args.table or [args.out]:
+            rows |= json.loads(path.read_text())
+        print(markdown(rows))
         return
     session = Session.open(resolve_model_dir("default"), EvalConfig(tokens=args.tokens))
-    rows: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    rows = json.loads(args.out.read_text()) if args.out.is_file() else {}
     for name in args.configs:
         start, cpu = time.perf_counter(), time.process_time()
         if name == "auto-size-mixed":  # auto at the size of the `mixed` recipe's linear weights
@@ -73,20 +83,30 @@ def main() -> None:
         )
 
 
+ORDER = ("rtn-b64", "awq-b64", "gptq-b64", "rtn-b32", "mixed-gptq-b64", "auto-3", "auto-8", "auto-size-mixed")
+
+
 def markdown(rows: dict[str, Any]) -> str:
-    """The benchmark table in markdown."""
+    """The benchmark table in markdown: an fp row, then the issue's order, then anything else."""
     out = [
-        "| config | fp ppl | torch ppl | MNN ppl | MNN/torch | Δ vs fp (MNN) | top-1 vs fp | KL vs fp "
-        "| size MB | quantize s | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| config | torch ppl | MNN ppl | MNN/torch | Δ vs fp (MNN) | top-1 vs fp | KL vs fp "
+        "| size MB | quantize s | quantize CPU s | wall s | bench CPU s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, r in rows.items():
+    names = [n for n in ORDER if n in rows] + sorted(n for n in rows if n not in ORDER)
+    if names:
+        fp = rows[names[0]]["evaluation"]["results"]["fp"]
+        out.append(f"| fp | {fp['ppl']:.3f} | | | | 1 | 0 | | | | | |")
+    for name in names:
+        r = rows[name]
         e = r["evaluation"]["results"]
         fp, t, m = e["fp"]["ppl"], e["torch"]["ppl"], e["mnn"]["ppl"]
+        cpu = "" if r.get("quantize_cpu_seconds") is None else f"{r['quantize_cpu_seconds']:.0f}"
+        bench_cpu = "" if r.get("cpu_seconds") is None else f"{r['cpu_seconds']:.0f}"
         out.append(
-            f"| {name} | {fp:.3f} | {t:.3f} | {m:.3f} | {m / t - 1:+.2%} | {m / fp - 1:+.1%} | "
+            f"| {name} | {t:.3f} | {m:.3f} | {m / t - 1:+.2%} | {m / fp - 1:+.1%} | "
             f"{e['mnn']['top1']:.3f} | {e['mnn']['kl']:.4f} | {r['size_bytes'] / 1e6:.1f} | "
-            f"{r['quantize_seconds']:.0f} | {r.get('wall_seconds', 0):.0f} |"
+            f"{r['quantize_seconds']:.0f} | {cpu} | {r.get('wall_seconds', 0):.0f} | {bench_cpu} |"
         )
     return "\n".join(out)
 

@@ -46,9 +46,9 @@ def make_plan(spec: str, method: str, bits: int, block: int) -> QuantPlan:
             return plan_from_json(json.loads(spec))
         if spec in ("int4", "mixed"):
             plan = preset(spec, method=method, block=block)
-            return plan if bits != 8 else preset("int8", method=method)
+            return plan if bits != 8 else preset("int8", method=method, block=block)
         if spec == "int8":
-            return preset("int8", method=method)
+            return preset("int8", method=method, block=block)
         path = Path(spec)
         if path.is_file():
             from host_service.quantize.plan import load_plan

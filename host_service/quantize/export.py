@@ -83,7 +83,7 @@ def export_artifact(
     extra = [
         "--quant_bit", str(plan.bits), "--quant_block", str(plan.block),
         "--lm_quant_bit", str(plan.lm_head_bits), "--lm_quant_block", str(plan.lm_head_block),
-        "--quant_config", str(qconf),
+        "--quant_config", str(qconf.resolve()),
     ]  # fmt: skip
     try:
         run_export(staging, out_dir, extra)

@@ -155,14 +155,20 @@ def load_plan(path: Path) -> QuantPlan:
 
 
 def preset(name: str, method: str = "rtn", bits: int = 4, block: int = 64) -> QuantPlan:
-    """A named preset; ``mixed`` is the source article's recipe (attention q/k/v INT8, FFN INT4)."""
+    """A named preset; ``mixed`` is the source article's recipe (attention q/k/v INT8, FFN INT4).
+
+    INT8 linears use ``block`` too (not per channel): MNN's low-memory runtime quantizes each
+    linear's input per weight block (``dynamic_option`` 2), so a per-channel INT8 weight gets one
+    activation scale per token and the artifact drifts from the torch model (SmolLM2: +2.3%
+    perplexity per channel, +0.55% at block 64; docs/quantization.md).
+    """
     _check_spec(f"preset {name}", bits, block, method)
     if name == "int8":
-        return QuantPlan(name="int8", method=method, bits=8, block=0)
+        return QuantPlan(name="int8", method=method, bits=8, block=block)
     if name == "int4":
         return QuantPlan(name="int4", method=method, bits=4, block=block)
     if name == "mixed":
-        rules = tuple(LayerRule(f"*.self_attn.{p}_proj", bits=8, block=0) for p in "qkv")
+        rules = tuple(LayerRule(f"*.self_attn.{p}_proj", bits=8) for p in "qkv")
         return QuantPlan(name="mixed", method=method, bits=4, block=block, rules=rules)
     raise PlanError(f"unknown preset {name!r}; presets: {PRESETS} or a JSON file")
 

@@ -27,6 +27,13 @@ def test_auto_meets_budget_and_saves_a_reusable_plan(tiny_session: Session, tmp_
     manifest = json.loads((tmp_path / "auto" / "manifest.json").read_text())
     plan = plan_from_json(manifest["quantization"]["plan"])
     assert plan.name == "auto" and len(plan.rules) >= 0
+    assert auto["base_reused"] is False
+
+    # A second search on the session reuses the base quantization; a size budget is never exceeded.
+    budget = auto["candidates"][0]["size_bytes"] + 1
+    again = search_plan(tiny_session, 0.5, tmp_path / "sized", method="rtn", block=32, size_budget=budget)
+    assert again["auto"]["base_reused"] is True
+    assert [c["size_bytes"] <= budget for c in again["auto"]["candidates"]] == [True]
 
 
 def test_auto_rejects_a_bad_budget(tiny_session: Session, tmp_path: Path) -> None:

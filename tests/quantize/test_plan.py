@@ -15,7 +15,7 @@ SMOL_WIDTHS = {"model.layers.0.self_attn.q_proj": 576, "model.layers.0.mlp.down_
 def test_mixed_preset_is_attention_int8_ffn_int4() -> None:
     plan = preset("mixed", method="gptq", block=64)
     assert plan.spec_for("model.layers.3.self_attn.k_proj").bits == 8
-    assert plan.spec_for("model.layers.3.self_attn.k_proj").block == 0
+    assert plan.spec_for("model.layers.3.self_attn.k_proj").block == 64  # INT8 in blocks too
     assert plan.spec_for("model.layers.3.self_attn.o_proj").bits == 4
     assert plan.spec_for("model.layers.3.mlp.down_proj").method == "gptq"
 
@@ -43,7 +43,18 @@ def test_block_128_refused_for_width_576_with_valid_choices() -> None:
 def test_valid_blocks_resolve() -> None:
     specs = preset("int4", block=64).resolve(SMOL_WIDTHS)
     assert all(s.block == 64 for s in specs.values())
-    assert preset("int8").resolve(SMOL_WIDTHS)["model.layers.0.mlp.down_proj"].block == 0
+    assert preset("int8").resolve(SMOL_WIDTHS)["model.layers.0.mlp.down_proj"].block == 64
+
+
+def test_int8_is_blockwise_unless_asked_per_channel() -> None:
+    """MNN's low-memory runtime quantizes a linear's input per weight block (dynamic_option 2):
+    per-channel INT8 weights got one activation scale per token and drifted +2.3% from torch."""
+    from host_service.job_rpcs import make_plan
+
+    assert preset("int8").block == 64 and preset("int8", block=32).block == 32
+    assert make_plan("int8", "rtn", 8, 64).block == 64
+    assert make_plan("int4", "rtn", 8, 32).block == 32  # --bits 8 on a 4-bit preset
+    assert make_plan("int8", "rtn", 8, 0).block == 0  # per channel only when asked
 
 
 @pytest.mark.parametrize(
