@@ -8,6 +8,19 @@ import sys
 from pathlib import Path
 
 
+def relative_budget(text: str) -> float:
+    """A relative perplexity budget: '0.03' or '3%' both mean 3%."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a relative budget such as 0.03 or 3%") from None
+    if not 0 < value < 10:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is out of range: give a relative budget such as 0.03 or 3%"
+        )
+    return value
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `quantize` subcommand."""
     p = sub.add_parser(
@@ -19,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--block", type=int, default=64, help="block size along the input (0 = per channel)")
     p.add_argument("--plan", default="int4", help="int4 | int8 | mixed | auto | plan JSON file")
     p.add_argument(
-        "--ppl-budget", type=float, default=0.0, help="for --plan auto: relative, e.g. 0.03 or 3%%"
+        "--ppl-budget", type=relative_budget, default=0.0, help="for --plan auto: relative, e.g. 0.03 or 3%%"
     )
     p.add_argument("--kv", choices=("fp", "int8_k", "int8_kv"), default=None, help="KV-cache precision")
     p.add_argument("--calib", type=Path, default=None, help="calibration text (default wikitext2-valid)")

@@ -29,3 +29,14 @@ def test_quantize_bad_input(argv: list[str], message: str, capsys: pytest.Captur
 def test_eval_missing_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", str(tmp_path / "none")]) == 2
     assert "not an MNN artifact" in capsys.readouterr().err
+
+
+def test_ppl_budget_accepts_percent_and_fraction() -> None:
+    import argparse
+
+    from host_service.quantize.cli import relative_budget
+
+    assert relative_budget("3%") == pytest.approx(0.03) and relative_budget("0.08") == 0.08
+    for bad in ("three", "-1%", "0"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            relative_budget(bad)
