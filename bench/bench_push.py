@@ -195,7 +195,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args()
-    tune_for_streaming()  # as the `edgellm push` CLI does (common/allocator.py)
+    tune_for_streaming()  # as `edgellm push` does (common/allocator.py)
     total = sum(load_local(ns.artifact)[1].unique_blobs().values())
     runs: dict[str, list[float]] = {"tcp": [], "tcp_verified": [], "push": []}
     with tempfile.TemporaryDirectory() as tmp, daemon(Path(tmp) / "device") as port:

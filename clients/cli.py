@@ -7,7 +7,6 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from common.allocator import tune_for_streaming
 from common.logs import configure_logging
 
 # Each module exposes `register(subparsers)`; subcommand handlers import heavy deps lazily,
@@ -50,7 +49,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
     configure_logging(ns.log_level, json=True if ns.log_json else None)
-    tune_for_streaming()  # pushes stream 1 MiB buffers (common/allocator.py)
     handler: Handler = ns.handler
     try:
         return handler(ns)

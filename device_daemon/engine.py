@@ -99,8 +99,8 @@ class MnnEngine:
         """
         start = time.perf_counter()
         text = "The quick brown fox jumps over the lazy dog while the sea rolls under the moon. "
-        base = self.encode(text) or [0]
-        ids = (base * (max(tokens, 1) // len(base) + 1))[: max(tokens, 1)]
+        base, n = self.encode(text) or [0], max(tokens, 1)
+        ids = (base * (n // len(base) + 1))[:n]
         logits = self.prefill(ids)
         for _ in range(4):
             logits = self.decode(int(np.argmax(logits)))

@@ -11,6 +11,7 @@ import grpc
 from clients.client import DaemonClient
 from clients.commands.common_args import add_target, report_rpc_error
 from clients.push import CHUNK_BYTES, Pusher, PushProgress
+from common.allocator import tune_for_streaming
 from edgellm.v1 import device_pb2
 
 
@@ -46,6 +47,7 @@ def run_push(ns: argparse.Namespace) -> int:
     """Push with a progress bar (bytes, MB/s, ETA), then optionally load."""
     from tqdm import tqdm
 
+    tune_for_streaming()  # the push streams 1 MiB buffers (common/allocator.py)
     with DaemonClient(ns.target) as client:
         try:
             pusher = Pusher(

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from device_daemon.artifact import open_artifact
-from device_daemon.engine import EngineConfig, MnnEngine
+from device_daemon.engine import MnnEngine
 
 CLONE_WARNING = "module need new clone"
-
-
-@pytest.fixture(scope="module")
-def engine(default_artifact: Path) -> Iterator[MnnEngine]:
-    e = MnnEngine(open_artifact(default_artifact), EngineConfig(threads=2))
-    e.load()
-    yield e
-    e.close()
 
 
 def test_continuation_prefills_of_new_lengths_clone_no_module(

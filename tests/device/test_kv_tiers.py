@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from device_daemon.artifact import open_artifact
-from device_daemon.engine import EngineConfig, MnnEngine
+from device_daemon.engine import MnnEngine
 from device_daemon.generation import Delta, Event, GenerationJob, run_generation
 from device_daemon.kv_cache import KvCache
 from device_daemon.kv_window import WindowPolicy
 from device_daemon.sampler import SamplingConfig
 
 QUESTIONS = ["Tell me about the history of Rome.", "And what happened after that?"]
-
-
-@pytest.fixture(scope="module")
-def engine(default_artifact: Path) -> Iterator[MnnEngine]:
-    e = MnnEngine(open_artifact(default_artifact), EngineConfig(threads=2))
-    e.load()
-    yield e
-    e.close()
 
 
 def chat(engine: MnnEngine, policy: WindowPolicy, can_grow: bool = True) -> tuple[list[str], KvCache, int]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from clients.push import PUSH_METHOD
 from common.push_wire import decode, encode_chunk, encode_manifest
 from device_daemon.config import DaemonConfig
 from device_daemon.server import start_server
@@ -84,9 +85,7 @@ async def test_daemon_answers_malformed_push_with_invalid_argument(tmp_path: Pat
 
         def push_garbage() -> None:
             with grpc.insecure_channel(f"127.0.0.1:{d.port}") as ch:
-                call: grpc.StreamUnaryMultiCallable[bytes, bytes] = ch.stream_unary(
-                    "/edgellm.v1.DeviceDaemon/PushArtifact"
-                )
+                call: grpc.StreamUnaryMultiCallable[bytes, bytes] = ch.stream_unary(PUSH_METHOD)
                 manifest = json.dumps(
                     {"files": [{"path": "a", "size": 3, "sha256": hashlib.sha256(b"abc").hexdigest()}]}
                 )
