@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml | $(PY)
 setup: $(STAMP)
 
 $(ARTIFACT_DIR)/manifest.json: | $(STAMP)
-	$(PY) -m clients.cli convert --model default -o $(ARTIFACT_DIR)
+	$(PY) -m edgellm.cli convert --model default -o $(ARTIFACT_DIR)
 
 artifact: setup $(ARTIFACT_DIR)/manifest.json
 
@@ -40,6 +40,7 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy .
+	$(PY) scripts/gen_protos.py --check
 
 test: artifact lint
 	EDGELLM_DEFAULT_ARTIFACT=$(abspath $(ARTIFACT_DIR)) $(PY) -m pytest $(PYTEST_ARGS)

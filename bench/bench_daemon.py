@@ -24,14 +24,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from clients.client import DaemonClient, build_request
-from device_daemon.config import DaemonConfig
-from device_daemon.engine import MnnEngine
-from device_daemon.generation import GenerationJob, run_generation
-from device_daemon.kv_cache import KvCache
-from device_daemon.kv_window import WindowPolicy
-from device_daemon.sampler import SamplingConfig
-from device_daemon.server import RunningDaemon, start_server
+from edgellm.client.client import DaemonClient, build_request
+from edgellm.device.config import DaemonConfig
+from edgellm.device.engine import MnnEngine
+from edgellm.device.generation import GenerationJob, run_generation
+from edgellm.device.kv_cache import KvCache
+from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.sampler import SamplingConfig
+from edgellm.device.server import RunningDaemon, start_server
 
 T = TypeVar("T")
 

@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from common.paths import data_dir, default_artifact_dir
-from device_daemon.artifact import open_artifact
-from device_daemon.engine import EngineConfig, MnnEngine
-from device_daemon.generation import GenerationJob, run_generation
-from device_daemon.kv_cache import FeedStats, KvCache
-from device_daemon.kv_window import WindowPolicy
-from device_daemon.sampler import SamplingConfig
+from edgellm.common.paths import data_dir, default_artifact_dir
+from edgellm.device.artifact import open_artifact
+from edgellm.device.engine import EngineConfig, MnnEngine
+from edgellm.device.generation import GenerationJob, run_generation
+from edgellm.device.kv_cache import FeedStats, KvCache
+from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.sampler import SamplingConfig
 
 CHUNK = 32
 

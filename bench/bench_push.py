@@ -34,12 +34,12 @@ from pathlib import Path
 
 import grpc
 
-from clients.client import MAX_MESSAGE_BYTES
-from clients.push import CHUNK_BYTES, Pusher, PushProgress, load_local
-from common.allocator import tune_for_streaming
-from common.paths import default_artifact_dir
-from device_daemon.config import DaemonConfig
-from device_daemon.server import start_server
+from edgellm.client.client import MAX_MESSAGE_BYTES
+from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress, load_local
+from edgellm.common.allocator import tune_for_streaming
+from edgellm.common.paths import default_artifact_dir
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 # Why spawn: a forked child would inherit the parent's gRPC threads and state.
@@ -195,7 +195,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args()
-    tune_for_streaming()  # as `edgellm push` does (common/allocator.py)
+    tune_for_streaming()  # as `edgellm push` does (src/edgellm/common/allocator.py)
     total = sum(load_local(ns.artifact)[1].unique_blobs().values())
     runs: dict[str, list[float]] = {"tcp": [], "tcp_verified": [], "push": []}
     with tempfile.TemporaryDirectory() as tmp, daemon(Path(tmp) / "device") as port:

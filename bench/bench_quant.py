@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common.paths import cache_dir
-from host_service.evaluate.evaluate import EvalConfig
-from host_service.quantize.pipeline import Session, resolve_model_dir
-from host_service.quantize.plan import QuantPlan, preset
+from edgellm.common.paths import cache_dir
+from edgellm.host.evaluate.evaluate import EvalConfig
+from edgellm.host.quantize.pipeline import Session, resolve_model_dir
+from edgellm.host.quantize.plan import QuantPlan, preset
 
 
 def plan_for(name: str) -> QuantPlan:
@@ -54,14 +54,14 @@ def main() -> None:
     for name in args.configs:
         start, cpu = time.perf_counter(), time.process_time()
         if name == "auto-size-mixed":  # auto at the size of the `mixed` recipe's linear weights
-            from host_service.quantize import mnn_weights
-            from host_service.quantize.auto import search_plan
+            from edgellm.host.quantize import mnn_weights
+            from edgellm.host.quantize.auto import search_plan
 
             slots = mnn_weights.linears(mnn_weights.graph_json(cache_dir() / "bench" / "mixed-gptq-b64"))
             mixed = sum(slot.code_bytes + slot.alpha_len for slot in slots.values())
             result = search_plan(session, 0.5, cache_dir() / "bench" / name, method="gptq", size_budget=mixed)
         elif name.startswith("auto-"):
-            from host_service.quantize.auto import search_plan
+            from edgellm.host.quantize.auto import search_plan
 
             budget = float(name.split("-")[1]) / 100
             out = cache_dir() / "bench" / name

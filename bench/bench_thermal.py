@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from clients.plot import Trace, plot_traces
-from device_daemon.virtual_phone.profile import list_profiles, load_profile
-from device_daemon.virtual_phone.simulate import SimResult, simulate
+from edgellm.client.plot import Trace, plot_traces
+from edgellm.device.virtual_phone.profile import list_profiles, load_profile
+from edgellm.device.virtual_phone.simulate import SimResult, simulate
 
 
 def trace(result: SimResult) -> Trace:
@@ -62,8 +62,8 @@ async def telemetry_overhead(artifact: Path, tokens: int, reps: int) -> dict[str
     """Decode tok/s of the real daemon with and without a 1 Hz StreamTelemetry client."""
     import grpc
 
-    from device_daemon.config import DaemonConfig
-    from device_daemon.server import start_server
+    from edgellm.device.config import DaemonConfig
+    from edgellm.device.server import start_server
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
     running = await start_server(

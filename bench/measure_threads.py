@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from device_daemon.governor.actuators import set_process_affinity
+from edgellm.device.governor.actuators import set_process_affinity
 
 
 def pin_all_threads(cpus: set[int]) -> set[int]:

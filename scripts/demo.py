@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument("--question", default=QUESTION)
     ns = parser.parse_args()
     target = f"127.0.0.1:{free_port()}"
-    cli = [sys.executable, "-m", "clients.cli"]
+    cli = [sys.executable, "-m", "edgellm.cli"]
     host, port = target.split(":")
     # The daemon logs warnings only, so its per-request log line doesn't interleave with the answer.
     daemon = subprocess.Popen(

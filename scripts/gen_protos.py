@@ -1,4 +1,4 @@
-"""Regenerate the committed gRPC stubs under protos/edgellm/v1 (or check them with --check)."""
+"""Regenerate the committed gRPC stubs in src/edgellm/v1 from protos/edgellm/v1 (--check: report drift)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
 PROTO_DIR = PROTO_ROOT / "edgellm" / "v1"
+STUB_DIR = ROOT / "src" / "edgellm" / "v1"
 # Why pinned: generated *_pb2_grpc.py refuse to import under a grpcio older than the generator's,
 # and Termux ships python-grpcio 1.81.x. Generating with 1.81.0 keeps every 1.81 phone working.
 REQUIRED_TOOLS = "1.81.0"
@@ -60,7 +61,7 @@ def main() -> int:
         generated = generate(Path(tmp))
         drift = []
         for path in generated:
-            committed = PROTO_DIR / path.name
+            committed = STUB_DIR / path.name
             if ns.check:
                 if not committed.exists() or not filecmp.cmp(path, committed, shallow=False):
                     drift.append(path.name)
@@ -68,7 +69,7 @@ def main() -> int:
                 shutil.copyfile(path, committed)
         names = {p.name for p in generated}
         stale = [
-            p.name for p in PROTO_DIR.iterdir() if p.name.endswith(GENERATED_SUFFIXES) and p.name not in names
+            p.name for p in STUB_DIR.iterdir() if p.name.endswith(GENERATED_SUFFIXES) and p.name not in names
         ]
         if ns.check:
             drift += stale
@@ -78,7 +79,7 @@ def main() -> int:
                 return 1
         else:
             for name in stale:
-                (PROTO_DIR / name).unlink()
+                (STUB_DIR / name).unlink()
     return 0
 
 

@@ -10,9 +10,9 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from common.paths import default_artifact_dir
-from device_daemon.config import DaemonConfig
-from device_daemon.server import RunningDaemon, start_server
+from edgellm.common.paths import default_artifact_dir
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2_grpc
 
 
@@ -22,7 +22,7 @@ def default_artifact() -> Path:
     env = os.environ.get("EDGELLM_DEFAULT_ARTIFACT")
     path = Path(env) if env else default_artifact_dir()
     if not (path / "manifest.json").exists():
-        from host_service.convert.pipeline import ensure_default_artifact
+        from edgellm.host.convert.pipeline import ensure_default_artifact
 
         path = ensure_default_artifact(path)
     return path

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import torch
 
-from host_service.quantize.pipeline import Session
+from edgellm.host.quantize.pipeline import Session
 
 _MEMO: dict[str, Any] = {}
 
 
 def _tokenizer_dir() -> Path:
-    from host_service.quantize.pipeline import resolve_model_dir
+    from edgellm.host.quantize.pipeline import resolve_model_dir
 
     return resolve_model_dir("default")
 
@@ -54,7 +54,7 @@ def tiny_hf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_session(tiny_hf: Path) -> Session:
     """A quantization session over the tiny model with a short evaluation."""
-    from host_service.evaluate.evaluate import EvalConfig
+    from edgellm.host.evaluate.evaluate import EvalConfig
 
     if "session" not in _MEMO:
         _MEMO["session"] = Session.open(tiny_hf, EvalConfig(tokens=192, context=96, stride=48))
@@ -67,7 +67,7 @@ def tiny_artifact(
     tiny_session: Session, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, dict[str, Any]]:
     """A real MNN artifact of the tiny model: GPTQ, `mixed` plan, block 32, small calibration."""
-    from host_service.quantize.plan import Calibration, preset, with_calibration
+    from edgellm.host.quantize.plan import Calibration, preset, with_calibration
 
     plan = with_calibration(preset("mixed", method="gptq", block=32), Calibration(samples=8, seq_len=64))
     if "artifact" not in _MEMO:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.adb import AdbServer
-from deploy.device import DeployConfig, DeployIO
-from device_daemon.config import DaemonConfig
-from device_daemon.server import RunningDaemon, start_server
+from edgellm.deploy.adb import AdbServer
+from edgellm.deploy.device import DeployConfig, DeployIO
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import RunningDaemon, start_server
 from tests.deploy.fake_adb_server import FakeAdbServer
 from tests.deploy.fake_phone import FakePhone, fake_wheel
 

@@ -12,8 +12,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deploy.channel import BASH, HOME, PREFIX, PROLOGUE_MARKER
-from deploy.flow import DAEMON_LOG, SERVICE_START, STAMP_PATH
+from edgellm.deploy.channel import BASH, HOME, PREFIX, PROLOGUE_MARKER
+from edgellm.deploy.flow import DAEMON_LOG, SERVICE_START, STAMP_PATH
 
 SERVICE_DIR = f"{PREFIX}/var/service/edgellm"
 BOOT_SCRIPT = f"{HOME}/.termux/boot/start-edgellm"

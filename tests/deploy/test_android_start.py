@@ -19,9 +19,9 @@ SCRIPT = textwrap.dedent(
     for name in ("torch", "transformers", "accelerate", "onnx", "onnxruntime", "gguf", "llmexport",
                  "adbutils", "MNN"):
         sys.modules[name] = None
-    from clients.cli import build_parser
-    from device_daemon.cli import config_from
-    from device_daemon.server import start_server
+    from edgellm.cli import build_parser
+    from edgellm.device.cli import config_from
+    from edgellm.device.server import start_server
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     import grpc
 

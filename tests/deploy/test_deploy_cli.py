@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.cli import register
+from edgellm.deploy.cli import register
 from tests.deploy.conftest import Rig
 from tests.deploy.fake_adb_server import FakeAdbServer
 from tests.deploy.fake_phone import FakePhone
@@ -56,7 +56,7 @@ def test_wheel_build_is_reproducible_by_construction(tmp_path: Path) -> None:
     import subprocess
     from collections.abc import Sequence
 
-    from deploy.device import build_wheel
+    from edgellm.deploy.device import build_wheel
 
     seen: list[list[str]] = []
 

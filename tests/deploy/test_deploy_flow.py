@@ -13,10 +13,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from deploy.adb import DeployError
-from deploy.channel import PROLOGUE_MARKER
-from deploy.device import deploy_device, deploy_logs, deploy_status, deploy_stop, deploy_uninstall
-from deploy.flow import MODEL_PATH, STAMP_PATH
+from edgellm.deploy.adb import DeployError
+from edgellm.deploy.channel import PROLOGUE_MARKER
+from edgellm.deploy.device import deploy_device, deploy_logs, deploy_status, deploy_stop, deploy_uninstall
+from edgellm.deploy.flow import MODEL_PATH, STAMP_PATH
 from tests.deploy.conftest import Rig
 from tests.deploy.fake_adb_server import FakeAdbServer
 from tests.deploy.fake_phone import BOOT_SCRIPT, SERVICE_DIR, FakePhone
@@ -237,7 +237,7 @@ def test_non_debuggable_termux_uses_sshd(rig: Rig, tmp_path: Path) -> None:
             key_installed["done"] = True
         return True
 
-    from deploy.channel import SshKeys
+    from edgellm.deploy.channel import SshKeys
 
     config = dataclasses.replace(rig.config, ssh_keys=SshKeys(tmp_path / "ssh" / "id_ed25519"))
     io = dataclasses.replace(rig.io, runner=runner, confirm=confirm)
@@ -260,7 +260,7 @@ def test_non_debuggable_termux_uses_sshd(rig: Rig, tmp_path: Path) -> None:
     ],
 )
 def test_phone_discovery_errors(rig: Rig, phones: list[FakePhone], serial: str | None, message: str) -> None:
-    from deploy.adb import AdbServer
+    from edgellm.deploy.adb import AdbServer
 
     with FakeAdbServer(phones) as adb:  # type: ignore[arg-type]
         config = dataclasses.replace(rig.config, adb=AdbServer("127.0.0.1", adb.port), serial=serial)
@@ -269,7 +269,7 @@ def test_phone_discovery_errors(rig: Rig, phones: list[FakePhone], serial: str |
 
 
 def test_several_phones_with_serial_picks_one(rig: Rig) -> None:
-    from deploy.adb import AdbServer
+    from edgellm.deploy.adb import AdbServer
 
     other = FakePhone(serial="OTHER")
     with FakeAdbServer([other, rig.phone]) as adb:
@@ -305,7 +305,7 @@ def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> No
     import hashlib
     import json
 
-    from deploy.device import push_artifact
+    from edgellm.deploy.device import push_artifact
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
     deploy_device(rig.config, rig.io)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-TERMUX = Path(__file__).resolve().parents[2] / "deploy" / "termux"
+TERMUX = Path(__file__).resolve().parents[2] / "src" / "edgellm" / "deploy" / "termux"
 SCRIPTS = [
     TERMUX / "install.sh",
     TERMUX / "service" / "run",

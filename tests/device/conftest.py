@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from device_daemon.artifact import open_artifact
-from device_daemon.engine import EngineConfig, MnnEngine
+from edgellm.device.artifact import open_artifact
+from edgellm.device.engine import EngineConfig, MnnEngine
 
 
 @pytest.fixture(scope="module")

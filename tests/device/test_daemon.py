@@ -9,8 +9,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from device_daemon.config import DaemonConfig
-from device_daemon.server import RunningDaemon, start_server
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import RunningDaemon, start_server
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 CAPITAL = [common_pb2.ChatMessage(role="user", content="What is the capital of France?")]
@@ -220,7 +220,7 @@ async def test_reflection_lists_the_services(daemon: RunningDaemon) -> None:
 
 
 async def test_off_loopback_requires_a_token_and_checks_it(default_artifact: Path, tmp_path: Path) -> None:
-    from common.errors import InvalidArgument
+    from edgellm.common.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument):
         await start_server(DaemonConfig(host="0.0.0.0", port=0, data_dir=tmp_path))

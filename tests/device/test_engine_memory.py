@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from device_daemon.engine import MnnEngine
+from edgellm.device.engine import MnnEngine
 
 CLONE_WARNING = "module need new clone"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from device_daemon.engine import MnnEngine
-from device_daemon.generation import Delta, Event, GenerationJob, run_generation
-from device_daemon.kv_cache import KvCache
-from device_daemon.kv_window import WindowPolicy
-from device_daemon.sampler import SamplingConfig
+from edgellm.device.engine import MnnEngine
+from edgellm.device.generation import Delta, Event, GenerationJob, run_generation
+from edgellm.device.kv_cache import KvCache
+from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.sampler import SamplingConfig
 
 QUESTIONS = ["Tell me about the history of Rome.", "And what happened after that?"]
 

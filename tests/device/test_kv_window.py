@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import FailedPrecondition, InvalidArgument
-from device_daemon.config import DaemonConfig
-from device_daemon.core import DaemonCore
-from device_daemon.kv_window import WindowPolicy, eviction_range, system_prompt_length
+from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.device.config import DaemonConfig
+from edgellm.device.core import DaemonCore
+from edgellm.device.kv_window import WindowPolicy, eviction_range, system_prompt_length
 
 S, E, NL = 1, 2, 198  # <|im_start|>, <|im_end|>, "\n"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.errors import InvalidArgument
-from device_daemon.sampler import Sampler, SamplingConfig
+from edgellm.common.errors import InvalidArgument
+from edgellm.device.sampler import Sampler, SamplingConfig
 
 V = 50
 

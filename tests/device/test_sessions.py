@@ -9,8 +9,8 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from device_daemon.config import DaemonConfig
-from device_daemon.server import RunningDaemon, start_server
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import RunningDaemon, start_server
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 SYSTEM = ("system", "You are a helpful AI assistant.")

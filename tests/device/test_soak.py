@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from device_daemon.config import DaemonConfig
-from device_daemon.generation import GenerationJob
-from device_daemon.sampler import SamplingConfig
-from device_daemon.server import start_server
+from edgellm.device.config import DaemonConfig
+from edgellm.device.generation import GenerationJob
+from edgellm.device.sampler import SamplingConfig
+from edgellm.device.server import start_server
 
 PROMPTS = [
     "Hi",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from device_daemon.text import StopMatcher, Utf8Stream
+from edgellm.device.text import StopMatcher, Utf8Stream
 
 
 def test_multibyte_character_split_across_tokens_is_never_emitted_half() -> None:

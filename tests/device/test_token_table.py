@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from common.token_table import TokenTable, write_token_table
+from edgellm.common.token_table import TokenTable, write_token_table
 
 
 def test_round_trip(tmp_path: Path) -> None:

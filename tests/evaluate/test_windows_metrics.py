@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from host_service.evaluate.evaluate import EvalConfig, evaluate
-from host_service.evaluate.metrics import Accumulator, log_softmax
-from host_service.evaluate.report import table
-from host_service.evaluate.scorers import Scorer
-from host_service.evaluate.windows import windows
+from edgellm.host.evaluate.evaluate import EvalConfig, evaluate
+from edgellm.host.evaluate.metrics import Accumulator, log_softmax
+from edgellm.host.evaluate.report import table
+from edgellm.host.evaluate.scorers import Scorer
+from edgellm.host.evaluate.windows import windows
 
 
 def test_overlapping_windows_score_every_token_once() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from device_daemon.governor.actuation import Actuation
-from device_daemon.governor.actuators import Actuators, set_process_affinity
+from edgellm.device.governor.actuation import Actuation
+from edgellm.device.governor.actuators import Actuators, set_process_affinity
 
 
 class FakeClock:

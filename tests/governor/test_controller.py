@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from device_daemon.governor.actuation import Actuation
-from device_daemon.governor.controller import GovernorConfig, SlopeEstimator, ThermalController
-from device_daemon.governor.ladder import CoreCluster, build_ladder
-from device_daemon.virtual_phone.profile import load_profile
-from device_daemon.virtual_phone.simulate import simulate
+from edgellm.device.governor.actuation import Actuation
+from edgellm.device.governor.controller import GovernorConfig, SlopeEstimator, ThermalController
+from edgellm.device.governor.ladder import CoreCluster, build_ladder
+from edgellm.device.virtual_phone.profile import load_profile
+from edgellm.device.virtual_phone.simulate import simulate
 
 SD8G3 = [
     CoreCluster((0, 1), 280, 2270000),

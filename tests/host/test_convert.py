@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from common.paths import cache_dir
-from host_service.convert.default_model import default_source
-from host_service.convert.gguf_to_hf import EXPECTED_ROPE_THETA
-from host_service.convert.llmexport_adapter import (
+from edgellm.common.paths import cache_dir
+from edgellm.host.convert.default_model import default_source
+from edgellm.host.convert.gguf_to_hf import EXPECTED_ROPE_THETA
+from edgellm.host.convert.llmexport_adapter import (
     ExportFailed,
     ExportSettings,
     check_exported_rope_theta,
     validate_settings,
 )
-from host_service.convert.manifest import (
+from edgellm.host.convert.manifest import (
     Manifest,
     ManifestError,
     list_files,
@@ -24,8 +24,8 @@ from host_service.convert.manifest import (
     verify_files,
     write_manifest,
 )
-from host_service.convert.pipeline import convert
-from host_service.convert.verify import ConversionCheckFailed, verify
+from edgellm.host.convert.pipeline import convert
+from edgellm.host.convert.verify import ConversionCheckFailed, verify
 
 SMOLLM2_WIDTHS = [576, 576, 1536]
 
@@ -56,7 +56,7 @@ def test_convert_default_block_128_fails_fast_and_leaves_nothing(tmp_path: Path)
 
 
 def test_cli_block_128_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from clients.cli import main
+    from edgellm.cli import main
 
     assert main(["convert", "--model", "default", "-o", str(tmp_path / "a"), "--block", "128"]) == 2
     assert "does not divide" in capsys.readouterr().err
@@ -155,7 +155,7 @@ def test_failed_export_leaves_no_partial_artifact(tmp_path: Path) -> None:
 
 
 def test_ensure_default_artifact_reuses_a_valid_one(default_artifact: Path) -> None:
-    from host_service.convert.pipeline import ensure_default_artifact
+    from edgellm.host.convert.pipeline import ensure_default_artifact
 
     before = (default_artifact / "manifest.json").stat().st_mtime_ns
     assert ensure_default_artifact(default_artifact) == default_artifact

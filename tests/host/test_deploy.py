@@ -10,12 +10,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from device_daemon.config import DaemonConfig
-from device_daemon.server import start_server
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import start_server
+from edgellm.host.deploy_job import deploy
+from edgellm.host.server import HostConfig
+from edgellm.host.server import start_server as start_host
 from edgellm.v1 import host_pb2, host_pb2_grpc
-from host_service.deploy import deploy
-from host_service.server import HostConfig
-from host_service.server import start_server as start_host
 
 
 async def test_deploy_reports_device_numbers(default_artifact: Path, tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from edgellm.host.jobs import JobManager
+from edgellm.host.server import HostConfig, start_server
 from edgellm.v1 import host_pb2, host_pb2_grpc
-from host_service.jobs import JobManager
-from host_service.server import HostConfig, start_server
 
 
 @pytest_asyncio.fixture

@@ -1,4 +1,4 @@
-"""common.allocator: applied on glibc (this test host), a no-op elsewhere."""
+"""edgellm.common.allocator: applied on glibc (this test host), a no-op elsewhere."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import platform
 
 import pytest
 
-from common import allocator
+from edgellm.common import allocator
 
 
 def test_applies_on_glibc_and_is_idempotent() -> None:

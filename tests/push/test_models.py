@@ -8,9 +8,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from clients.cli import main
-from device_daemon.config import DaemonConfig
-from device_daemon.server import start_server
+from edgellm.cli import main
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 

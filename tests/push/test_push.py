@@ -15,10 +15,10 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from clients.push import Pusher, PushProgress, load_local
-from device_daemon.artifact import open_artifact
-from device_daemon.config import DaemonConfig
-from device_daemon.server import RunningDaemon, start_server
+from edgellm.client.push import Pusher, PushProgress, load_local
+from edgellm.device.artifact import open_artifact
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 

@@ -1,4 +1,4 @@
-"""common.push_wire against the protobuf runtime: same bytes out, same fields in, clear errors."""
+"""edgellm.common.push_wire against the protobuf runtime: same bytes out, same fields in, clear errors."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from clients.push import PUSH_METHOD
-from common.push_wire import decode, encode_chunk, encode_manifest
-from device_daemon.config import DaemonConfig
-from device_daemon.server import start_server
+from edgellm.client.push import PUSH_METHOD
+from edgellm.common.push_wire import decode, encode_chunk, encode_manifest
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import start_server
 from edgellm.v1 import device_pb2
 
 CASES = [

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from host_service.quantize.awq import AwqSearch, apply_scale
-from host_service.quantize.gptq import GPTQ
-from host_service.quantize.grid import rtn_quantize
+from edgellm.host.quantize.awq import AwqSearch, apply_scale
+from edgellm.host.quantize.gptq import GPTQ
+from edgellm.host.quantize.grid import rtn_quantize
 
 
 def _correlated_inputs(n: int, ic: int, seed: int = 0) -> torch.Tensor:

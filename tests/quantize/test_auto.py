@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from host_service.quantize.auto import search_plan
-from host_service.quantize.pipeline import Session
-from host_service.quantize.plan import Calibration, plan_from_json, preset, with_calibration
+from edgellm.host.quantize.auto import search_plan
+from edgellm.host.quantize.pipeline import Session
+from edgellm.host.quantize.plan import Calibration, plan_from_json, preset, with_calibration
 
 
 def test_auto_meets_budget_and_saves_a_reusable_plan(tiny_session: Session, tmp_path: Path) -> None:

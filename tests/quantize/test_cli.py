@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.cli import main
+from edgellm.cli import main
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_eval_missing_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_ppl_budget_accepts_percent_and_fraction() -> None:
     import argparse
 
-    from host_service.quantize.cli import relative_budget
+    from edgellm.host.quantize.cli import relative_budget
 
     assert relative_budget("3%") == pytest.approx(0.03) and relative_budget("0.08") == 0.08
     for bad in ("three", "-1%", "0"):

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from host_service.quantize.engine import quantize_model
-from host_service.quantize.plan import PlanError, preset
+from edgellm.host.quantize.apply import quantize_model
+from edgellm.host.quantize.plan import PlanError, preset
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from host_service.quantize import mnn_weights
-from host_service.quantize.export import carry_weights
-from host_service.quantize.grid import rtn_quantize
-from host_service.quantize.pipeline import Session
+from edgellm.host.quantize import mnn_weights
+from edgellm.host.quantize.export import carry_weights
+from edgellm.host.quantize.grid import rtn_quantize
+from edgellm.host.quantize.pipeline import Session
 
 
 def test_artifact_has_manifest_plan_and_exact_round_trip(tiny_artifact: tuple[Path, dict[str, Any]]) -> None:
@@ -44,9 +44,9 @@ def test_mnn_logits_equal_torch_quantized(
     tiny_artifact: tuple[Path, dict[str, Any]], tiny_session: Session
 ) -> None:
     """With weights dequantized at load (memory=normal) MNN matches torch to float rounding."""
-    from host_service.evaluate.scorers import MnnScorer, TorchScorer
-    from host_service.quantize.engine import quantize_model
-    from host_service.quantize.plan import preset
+    from edgellm.host.evaluate.scorers import MnnScorer, TorchScorer
+    from edgellm.host.quantize.apply import quantize_model
+    from edgellm.host.quantize.plan import preset
 
     path, _ = tiny_artifact
     ids = tiny_session.eval_ids[:64]
@@ -70,7 +70,7 @@ def test_mnn_logits_equal_torch_quantized(
 
 
 def test_carry_refuses_a_graph_linear_without_weights(tiny_artifact: tuple[Path, dict[str, Any]]) -> None:
-    from host_service.quantize.adapter import DecoderAdapter
+    from edgellm.host.quantize.adapter import DecoderAdapter
 
     path, _ = tiny_artifact
     q = {"lm_head": rtn_quantize(torch.zeros(49152, 64), 8, 0)}
@@ -85,8 +85,8 @@ def test_mnn_weights_pack_order_high_nibble_first(tmp_path: Path) -> None:
 
 
 def test_int8_kv_modes_measured_on_decode_path(tiny_artifact: tuple[Path, dict[str, Any]]) -> None:
-    from host_service.evaluate.artifact import kv_cache_delta
-    from host_service.evaluate.evaluate import EvalConfig
+    from edgellm.host.evaluate.artifact import kv_cache_delta
+    from edgellm.host.evaluate.evaluate import EvalConfig
 
     path, _ = tiny_artifact
     ids = list(range(1000, 1064))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from host_service.quantize.plan import PlanError, load_plan, plan_from_json, preset
+from edgellm.host.quantize.plan import PlanError, load_plan, plan_from_json, preset
 
 SMOL_WIDTHS = {"model.layers.0.self_attn.q_proj": 576, "model.layers.0.mlp.down_proj": 1536}
 
@@ -49,7 +49,7 @@ def test_valid_blocks_resolve() -> None:
 def test_int8_is_blockwise_unless_asked_per_channel() -> None:
     """MNN's low-memory runtime quantizes a linear's input per weight block (dynamic_option 2):
     per-channel INT8 weights got one activation scale per token and drifted +2.3% from torch."""
-    from host_service.job_rpcs import make_plan
+    from edgellm.host.job_rpcs import make_plan
 
     assert preset("int8").block == 64 and preset("int8", block=32).block == 32
     assert make_plan("int8", "rtn", 8, 64).block == 64

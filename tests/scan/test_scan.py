@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from host_service.scan.scan import UnsupportedOperators, op_counts, scan
-from host_service.scan.support import backends, support_for
+from edgellm.host.scan.scan import UnsupportedOperators, op_counts, scan
+from edgellm.host.scan.support import backends, support_for
 
 
 def test_tables_cite_their_source() -> None:
@@ -51,7 +51,7 @@ def test_op_counts_include_subgraphs() -> None:
 def test_scan_cli_exit_codes(
     tiny_artifact: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from clients.cli import main
+    from edgellm.cli import main
 
     path, _ = tiny_artifact
     assert main(["scan", str(path), "--backend", "npu"]) == 1

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import InvalidArgument, NotFound, ResourceExhausted
-from device_daemon.store import ArtifactStore, check_path, parse_manifest
+from edgellm.common.errors import InvalidArgument, NotFound, ResourceExhausted
+from edgellm.device.store import ArtifactStore, check_path, parse_manifest
 
 
 def _manifest(files: dict[str, bytes], name: str = "m") -> str:

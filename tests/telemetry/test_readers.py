@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from device_daemon.governor.ladder import build_ladder
-from device_daemon.telemetry.battery import BatteryReader
-from device_daemon.telemetry.cpu import CpuReader
-from device_daemon.telemetry.process import read_meminfo, read_process
-from device_daemon.telemetry.source import TelemetrySource
-from device_daemon.telemetry.thermal import ThermalReader, classify, to_celsius
+from edgellm.device.governor.ladder import build_ladder
+from edgellm.device.telemetry.battery import BatteryReader
+from edgellm.device.telemetry.cpu import CpuReader
+from edgellm.device.telemetry.process import read_meminfo, read_process
+from edgellm.device.telemetry.source import TelemetrySource
+from edgellm.device.telemetry.thermal import ThermalReader, classify, to_celsius
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sysfs"
 SD8G3 = FIXTURES / "sd8gen3"

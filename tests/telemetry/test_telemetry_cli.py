@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from clients.cli import main
-from clients.commands.config import parse_pairs
-from device_daemon.server import RunningDaemon
+from edgellm.cli import main
+from edgellm.client.commands.config import parse_pairs
+from edgellm.device.server import RunningDaemon
 
 
 def test_config_pairs() -> None:

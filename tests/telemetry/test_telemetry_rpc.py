@@ -10,8 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
-from device_daemon.config import DaemonConfig
-from device_daemon.server import RunningDaemon, start_server
+from edgellm.device.config import DaemonConfig
+from edgellm.device.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 # The generated stubs type the sync API; the aio channel's calls are awaitable/async-iterable.

@@ -1,1 +1,0 @@
-"""edgellm gRPC contract (generated stubs live in edgellm.v1)."""

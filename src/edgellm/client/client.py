@@ -1,0 +1,134 @@
+"""A small synchronous Python client for the device daemon."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import grpc
+
+from edgellm.common.auth import client_metadata
+from edgellm.common.targets import resolve_target
+from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class Completion:
+    """A finished generation as the client saw it."""
+
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    finish_reason: str = ""
+    stats: device_pb2.GenerateStats | None = None
+    client_ttft_ms: float = 0.0
+    client_total_ms: float = 0.0
+
+
+def finish_reason_name(value: int) -> str:
+    """'stop', 'length', ... from the FinishReason enum."""
+    return str(device_pb2.FinishReason.Name(value)).removeprefix("FINISH_REASON_").lower()  # type: ignore[arg-type]
+
+
+class DaemonClient:
+    """Blocking client over one channel; use as a context manager."""
+
+    def __init__(
+        self, target: str | None = None, timeout: float | None = None, token: str | None = None
+    ) -> None:
+        self.target = resolve_target(target)
+        self.timeout = timeout
+        self.metadata = client_metadata(token)
+        self.channel = grpc.insecure_channel(
+            self.target,
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        self.stub = device_pb2_grpc.DeviceDaemonStub(self.channel)
+
+    def __enter__(self) -> DaemonClient:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel."""
+        self.channel.close()
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        """Block until the channel connects (raises grpc.FutureTimeoutError)."""
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+
+    def stream(self, request: device_pb2.GenerateRequest) -> Iterator[device_pb2.GenerateResponse]:
+        """Raw response stream for a request (cancel by closing the iterator)."""
+        call = self.stub.Generate(request, timeout=self.timeout, metadata=self.metadata)
+        try:
+            yield from call
+        finally:
+            call.cancel()
+
+    def generate(
+        self,
+        prompt: str | None = None,
+        messages: Sequence[tuple[str, str]] | None = None,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        session_id: str = "",
+        **sampling: float,
+    ) -> Completion:
+        """Run a whole generation and collect it."""
+        request = build_request(
+            prompt, messages, max_new_tokens, temperature, seed, stop, session_id, **sampling
+        )
+        out = Completion()
+        start = time.perf_counter()
+        for response in self.stream(request):
+            if response.token_ids and not out.token_ids:
+                out.client_ttft_ms = (time.perf_counter() - start) * 1000
+            out.text += response.text
+            out.token_ids.extend(response.token_ids)
+            if response.finish_reason:
+                out.finish_reason = finish_reason_name(response.finish_reason)
+                out.stats = response.stats
+        out.client_total_ms = (time.perf_counter() - start) * 1000
+        return out
+
+    def status(self) -> device_pb2.DaemonStatus:
+        """The daemon's status."""
+        return self.stub.GetStatus(
+            device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0, metadata=self.metadata
+        )
+
+
+def build_request(
+    prompt: str | None = None,
+    messages: Sequence[tuple[str, str]] | None = None,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    stop: Sequence[str] = (),
+    session_id: str = "",
+    **sampling: float,
+) -> device_pb2.GenerateRequest:
+    """Build a GenerateRequest from plain Python values."""
+    params = device_pb2.SamplingParams(temperature=temperature, **sampling)  # type: ignore[arg-type]
+    if seed is not None:
+        params.seed = seed
+    return device_pb2.GenerateRequest(
+        prompt=prompt or "",
+        messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in (messages or [])],
+        max_new_tokens=max_new_tokens,
+        sampling=params,
+        stop=list(stop),
+        session_id=session_id,
+    )

@@ -1,0 +1,89 @@
+"""Server-side gRPC helpers: one place that maps exceptions to status codes."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+
+from edgellm.common.errors import status_for
+from edgellm.common.logs import get_logger
+
+log = get_logger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException, rpc: str) -> None:
+    code, message = status_for(exc)
+    if code == grpc.StatusCode.INTERNAL:
+        log.exception("rpc_failed", rpc=rpc)
+    else:
+        log.info("rpc_refused", rpc=rpc, code=code.name, message=message)
+    await context.abort(code, message)
+
+
+def unary(
+    fn: Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
+) -> Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    """Wrap a unary handler: bind a request id to the logs and map exceptions to statuses."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
+        with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=uuid.uuid4().hex[:12]):
+            try:
+                return await fn(self, request, context)
+            except (grpc.aio.AbortError, GeneratorExit):
+                raise
+            except Exception as exc:
+                await _abort(context, exc, fn.__name__)
+                raise AssertionError("unreachable: abort raises") from exc
+
+    return wrapper
+
+
+def server_stream(
+    fn: Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Resp]],
+) -> Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Resp]]:
+    """Wrap a server-streaming handler the same way."""
+
+    @functools.wraps(fn)
+    async def wrapper(
+        self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Resp]:
+        with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=uuid.uuid4().hex[:12]):
+            try:
+                async for item in fn(self, request, context):
+                    yield item
+            except (grpc.aio.AbortError, GeneratorExit):
+                raise
+            except Exception as exc:  # noqa: BLE001 - the one place errors become statuses
+                await _abort(context, exc, fn.__name__)
+
+    return wrapper
+
+
+def client_stream(
+    fn: Callable[[Any, AsyncIterator[Req], grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
+) -> Callable[[Any, AsyncIterator[Req], grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    """Wrap a client-streaming handler (request iterator in, one response out) the same way."""
+
+    @functools.wraps(fn)
+    async def wrapper(
+        self: Any, requests: AsyncIterator[Req], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Resp:
+        with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=uuid.uuid4().hex[:12]):
+            try:
+                return await fn(self, requests, context)
+            except (grpc.aio.AbortError, GeneratorExit):
+                raise
+            except Exception as exc:
+                await _abort(context, exc, fn.__name__)
+                raise AssertionError("unreachable: abort raises") from exc
+
+    return wrapper

@@ -1,0 +1,261 @@
+"""The `deploy` subcommands as plain functions: device, status, logs, stop, uninstall."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgellm.common.logs import get_logger
+from edgellm.common.paths import REPO_ROOT
+from edgellm.deploy.adb import AdbServer, DeployError, Phone, connect
+from edgellm.deploy.channel import (
+    HOME,
+    PREFIX,
+    Channel,
+    RunAsChannel,
+    Runner,
+    SshKeys,
+    open_ssh_channel,
+    run_as_works,
+    run_host,
+)
+from edgellm.deploy.flow import (
+    DAEMON_LOG,
+    MODEL_PATH,
+    REMOTE_DIR,
+    SERVICE,
+    SERVICE_START,
+    DeployState,
+    DeviceFiles,
+    StepReport,
+    files_step,
+    forward_step,
+    install_step,
+    keepalive_step,
+    read_remote,
+    run_plan,
+    service_running,
+    service_step,
+    wait_health,
+)
+from edgellm.deploy.probe import PhoneFacts, check_termux, keepalive_status, probe
+
+log = get_logger(__name__)
+
+DAEMON_PORT = 50051
+WHEEL_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can hold
+
+# Pushes an artifact directory to the daemon at target and loads it; returns the model id to load
+# at the next start. The default is the resumable push client (src/edgellm/client/push.py).
+ArtifactInstaller = Callable[[str, Path], str]
+
+
+def push_artifact(target: str, artifact: Path) -> str:
+    """Resumable push (edgellm.client.push.Pusher) through the forwarded port; returns the artifact id."""
+    import grpc
+
+    # Imported lazily: the push client is its own module, only needed when there is an artifact.
+    from edgellm.client.push import Pusher
+
+    with grpc.insecure_channel(target) as ch:
+        report = Pusher(ch, artifact).run()
+    log.info("artifact_pushed", id=report.artifact_id, sent=report.bytes_sent, skipped=report.bytes_skipped)
+    return report.artifact_id
+
+
+def load_model(target: str, model: str) -> None:
+    """LoadModel on the daemon (replaces any loaded model)."""
+    import grpc
+
+    from edgellm.v1 import device_pb2, device_pb2_grpc
+
+    with grpc.insecure_channel(target) as ch:
+        device_pb2_grpc.DeviceDaemonStub(ch).LoadModel(device_pb2.LoadModelRequest(model=model), timeout=600)
+
+
+def default_artifact_installer(target: str, artifact: Path) -> str:
+    """Push the artifact (resuming), then load it; returns the id the service loads at start."""
+    artifact_id = push_artifact(target, artifact)
+    load_model(target, artifact_id)
+    return artifact_id
+
+
+@dataclass(frozen=True)
+class DeployConfig:
+    """Everything `edgellm deploy` is told."""
+
+    serial: str | None = None
+    artifact: Path | None = None
+    local_port: int = DAEMON_PORT
+    ssh_local_port: int = 58022
+    dry_run: bool = False
+    assume_yes: bool = False
+    adb: AdbServer = field(default_factory=AdbServer)
+    wheel: Path | None = None  # prebuilt wheel; built from the repository when None
+    health_timeout_s: float = 60.0
+    ssh_keys: SshKeys = field(
+        default_factory=lambda: SshKeys(Path.home() / ".config" / "edgellm" / "ssh" / "id_ed25519")
+    )
+
+
+@dataclass
+class DeployIO:
+    """How the deploy talks to the user and the host (injected in tests)."""
+
+    out: Callable[[str], None] = field(default=lambda text: _say(text))
+    confirm: Callable[[str], bool] = field(default=lambda text: _ask(text))
+    runner: Runner = run_host
+    installer: ArtifactInstaller = default_artifact_installer
+
+
+def _say(text: str) -> None:
+    """User-facing output of the deploy commands (logs go to stderr through structlog)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _ask(text: str) -> bool:
+    """Ask on the terminal; refuse when stdin is not interactive."""
+    if not sys.stdin.isatty():
+        _say(f"{text}\n(not a terminal: pass --yes to accept)")
+        return False
+    return input(f"{text} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def build_wheel(out_dir: Path, runner: Runner = run_host) -> Path:
+    """`pip wheel --no-deps .` of this repository into out_dir."""
+    # Why SOURCE_DATE_EPOCH: a reproducible wheel (fixed zip timestamps) hashes the same when the
+    # code has not changed, so a re-run skips the copy, the install and the restart.
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out_dir), str(REPO_ROOT)]
+    p = runner(["env", f"SOURCE_DATE_EPOCH={WHEEL_EPOCH}", *pip])
+    wheels = sorted(out_dir.glob("edgellm-*.whl"))
+    if p.returncode != 0 or not wheels:
+        raise DeployError(f"could not build the edgellm wheel: {p.stderr.strip()}")
+    return wheels[-1]
+
+
+def open_channel(phone: Phone, facts: PhoneFacts, config: DeployConfig, io: DeployIO) -> Channel:
+    """run-as on a debuggable Termux, else sshd over adb forward."""
+    if facts.debuggable and run_as_works(phone):
+        return RunAsChannel(phone)
+    io.out("Termux is not debuggable: using Termux's sshd on port 8022 over adb forward")
+    if config.dry_run:
+        raise DeployError("dry run: the ssh channel needs one-time setup in Termux; run without --dry-run")
+    confirm = (lambda _t: True) if config.assume_yes else io.confirm
+    if config.assume_yes:
+        io.out("one-time ssh setup: see docs/deploy.md, 'Non-debuggable Termux'")
+    return open_ssh_channel(phone, config.ssh_keys, config.ssh_local_port, confirm, io.runner)
+
+
+def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[StepReport]:
+    """Find the phone, install and start the daemon, forward its port, push the artifact."""
+    io = io or DeployIO()
+    phone = connect(config.serial, config.adb)
+    facts = probe(phone)
+    for warning in check_termux(facts):
+        io.out(f"warning: {warning}")
+    io.out(
+        f"phone {facts.serial}: {facts.model}, Android {facts.release} (SDK {facts.sdk}), "
+        f"Termux {facts.termux_version} ({facts.installers['com.termux']})"
+    )
+    channel = open_channel(phone, facts, config, io)
+    io.out(f"control channel: {channel.name}")
+    confirm = (lambda _t: True) if config.assume_yes else io.confirm
+    state = DeployState()
+    with tempfile.TemporaryDirectory(prefix="edgellm-wheel-") as tmp:
+        wheel = config.wheel or build_wheel(Path(tmp), io.runner)
+        files = DeviceFiles.for_wheel(wheel)
+        steps = [
+            keepalive_step(phone, facts, confirm, state),
+            files_step(channel, files, state),
+            install_step(channel, files, state),
+            service_step(channel, state),
+            forward_step(phone, config.local_port, DAEMON_PORT),
+        ]
+        reports = run_plan(steps, config.dry_run, io.out)
+    target = f"127.0.0.1:{config.local_port}"
+    if config.dry_run:
+        if config.artifact is not None:
+            io.out(f"[-] artifact: would push {config.artifact} with the resumable push and load it")
+        io.out(f"[-] health: would wait for {target}")
+        return reports
+    status = wait_health(target, config.health_timeout_s)
+    io.out(f"daemon reachable at {target}: {status}")
+    if config.artifact is not None:
+        model = io.installer(target, config.artifact)
+        if read_remote(channel, MODEL_PATH) != model:
+            channel.run(f"printf '%s\\n' {shlex.quote(model)} > {MODEL_PATH}")
+        status = wait_health(target, config.health_timeout_s, want_serving=True)
+        io.out(f"model {model} loaded: {status}")
+    for message in state.messages:
+        io.out(f"warning: {message}")
+    io.out(
+        f"\nReady. Talk to it with:\n  edgellm generate --target {target} 'Hello'\n"
+        f"  edgellm status --target {target}\nLogs: edgellm deploy logs; stop: edgellm deploy stop"
+    )
+    return reports
+
+
+def _connected(config: DeployConfig, io: DeployIO) -> tuple[Phone, PhoneFacts, Channel]:
+    phone = connect(config.serial, config.adb)
+    facts = probe(phone)
+    check_termux(facts)
+    return phone, facts, open_channel(phone, facts, config, io)
+
+
+def deploy_status(config: DeployConfig, io: DeployIO | None = None) -> dict[str, str]:
+    """Report the service, the forward and whether the keep-alive protections are in place."""
+    io = io or DeployIO()
+    phone, facts, channel = _connected(config, io)
+    keep = keepalive_status(phone, facts.sdk)
+    phantom = {None: "not needed", True: "off", False: "ON (daemon may be killed)"}[keep.phantom_killer_off]
+    forward = phone.forwards().get(config.local_port, "none")
+    report = {
+        "phone": f"{facts.model} Android {facts.release} (SDK {facts.sdk})",
+        "channel": channel.name,
+        "service": channel.run(f"sv status {SERVICE}").stdout.strip() or "not installed",
+        "forward": f"tcp:{config.local_port} -> {forward}",
+        "phantom-process killer": phantom,
+        "doze whitelist": "yes" if keep.doze_whitelisted else "NO (daemon may be frozen)",
+        "boot script": "yes" if read_remote(channel, f"{HOME}/.termux/boot/start-edgellm") else "no",
+        "model": read_remote(channel, MODEL_PATH) or "none",
+    }
+    for key, value in report.items():
+        io.out(f"{key:>24}: {value}")
+    return report
+
+
+def deploy_logs(config: DeployConfig, lines: int = 100, io: DeployIO | None = None) -> str:
+    """The last lines of the daemon's svlogd log."""
+    io = io or DeployIO()
+    _, _, channel = _connected(config, io)
+    text = channel.run(f"tail -n {int(lines)} {DAEMON_LOG} 2>/dev/null; true").stdout
+    io.out(text or f"(no log yet at {DAEMON_LOG})")
+    return text
+
+
+def deploy_stop(config: DeployConfig, io: DeployIO | None = None) -> None:
+    """Stop the service (it stays installed and starts again at boot) and remove the forward."""
+    io = io or DeployIO()
+    phone, _, channel = _connected(config, io)
+    if service_running(channel):
+        channel.run(f"sv down {SERVICE}")
+    phone.remove_forward(config.local_port)
+    io.out("stopped; `edgellm deploy device` starts it again")
+
+
+def deploy_uninstall(config: DeployConfig, io: DeployIO | None = None) -> None:
+    """Remove the service, the boot script, the deploy files and the edgellm package (keeps models)."""
+    io = io or DeployIO()
+    phone, _, channel = _connected(config, io)
+    channel.run(
+        SERVICE_START + f"sv down {SERVICE} 2>/dev/null; sv-disable {SERVICE} 2>/dev/null; "
+        f"rm -rf {PREFIX}/var/service/{SERVICE} {HOME}/.termux/boot/start-edgellm {REMOTE_DIR}; "
+        "pip uninstall -y edgellm >/dev/null 2>&1; true"
+    )
+    phone.remove_forward(config.local_port)
+    io.out("uninstalled (models in ~/.edgellm and Termux packages are kept)")

@@ -1,0 +1,122 @@
+#!/data/data/com.termux/files/usr/bin/bash
+# edgellm installer for Termux: packages, the edgellm wheel, MNN from source, the runit service
+# and the Termux:Boot script. Idempotent and resumable: re-running skips what is already there.
+#
+#   bash install.sh --wheel edgellm-*.whl [--stamp VALUE] [--skip-mnn]
+#
+# Environment: EDGELLM_JOBS (MNN build parallelism, default 2: phones throttle and run out of
+# memory with more), EDGELLM_MNN_VERSION (default 3.6.1), EDGELLM_MNN_SRC (a local MNN checkout).
+set -euo pipefail
+
+WHEEL=""
+STAMP=""
+SKIP_MNN=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --wheel) WHEEL="$2"; shift 2 ;;
+        --stamp) STAMP="$2"; shift 2 ;;
+        --skip-mnn) SKIP_MNN=1; shift ;;
+        *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+
+: "${PREFIX:?install.sh must run inside Termux (PREFIX is not set)}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+STATE="$HOME/.edgellm"
+LOGS="$STATE/logs"
+JOBS="${EDGELLM_JOBS:-2}"
+MNN_VERSION="${EDGELLM_MNN_VERSION:-3.6.1}"
+MNN_DIR="$STATE/mnn"
+mkdir -p "$LOGS" "$MNN_DIR"
+
+say() { printf '[edgellm-install] %s\n' "$*"; }
+fail() {
+    printf '[edgellm-install] FAILED: %s\n' "$1" >&2
+    if [ -n "${2:-}" ] && [ -f "$2" ]; then
+        printf '[edgellm-install] full log: %s; last lines:\n' "$2" >&2
+        tail -n 30 "$2" >&2
+    fi
+    exit "${3:-1}"
+}
+
+# 1. Termux packages. grpcio and numpy come from pkg: pip cannot build grpcio on the phone.
+PACKAGES=(python python-numpy python-grpcio termux-api termux-services openssh
+          git cmake ninja clang make binutils)
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    say "pkg install ${missing[*]}"
+    pkg install -y "${missing[@]}" >"$LOGS/pkg.log" 2>&1 || fail "pkg install" "$LOGS/pkg.log"
+else
+    say "packages already installed"
+fi
+
+# 2. edgellm and its pure-Python dependencies. --only-binary stops pip from trying to build
+# grpcio or numpy from source if pkg's versions do not satisfy a pin.
+if [ -n "$WHEEL" ]; then
+    say "pip install $(basename "$WHEEL")"
+    # [client]: tqdm (pure Python), which edgellm.host's CLI modules import at module level.
+    pip install --disable-pip-version-check --upgrade --only-binary=grpcio,numpy "${WHEEL}[client]" \
+        >"$LOGS/pip.log" 2>&1 || fail "pip install of the edgellm wheel" "$LOGS/pip.log"
+fi
+
+# 3. MNN from source (no Android wheel exists). Cached by version; cmake resumes a partial build.
+mnn_present() {
+    [ -f "$MNN_DIR/.built-$MNN_VERSION" ] && python -c "import MNN, MNN.llm" >/dev/null 2>&1
+}
+build_mnn() {
+    local log="$LOGS/mnn-build.log" src="${EDGELLM_MNN_SRC:-$MNN_DIR/src}"
+    if [ ! -f "$src/CMakeLists.txt" ]; then
+        say "downloading MNN $MNN_VERSION"
+        rm -rf "$src"
+        git clone --depth 1 --branch "$MNN_VERSION" https://github.com/alibaba/MNN.git "$src" \
+            >"$log" 2>&1 || fail "git clone of MNN $MNN_VERSION (network?)" "$log"
+    fi
+    # Why the patch: pymnn's build scripts test platform.system() == 'Linux', but Termux's
+    # Python 3.13 reports 'Android', which would pick the wrong library names and flags.
+    # (`|| true`: on a resumed build the files are already patched and grep finds nothing.)
+    { grep -rl "platform.system() *== *['\"]Linux['\"]" "$src/pymnn/pip_package" 2>/dev/null || true; } |
+        while read -r f; do
+            sed -i -E "s/platform\.system\(\) *== *(['\"])Linux(['\"])/platform.system() in (\1Linux\2, \1Android\2)/g" "$f"
+        done
+    say "building MNN $MNN_VERSION with -j$JOBS (30-90 minutes on a phone; log: $log)"
+    mkdir -p "$MNN_DIR/build"
+    {
+        cmake -S "$src" -B "$MNN_DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+            -DMNN_BUILD_LLM=ON -DMNN_LOW_MEMORY=ON -DMNN_BUILD_FOR_ANDROID_COMMAND=ON \
+            -DMNN_SUPPORT_TRANSFORMER_FUSE=ON -DMNN_ARM82=ON -DMNN_BUILD_SHARED_LIBS=ON \
+            -DMNN_SEP_BUILD=OFF -DMNN_USE_LOGCAT=OFF &&
+        cmake --build "$MNN_DIR/build" -j "$JOBS"
+    } >>"$log" 2>&1 || fail "MNN build (re-run to resume; try EDGELLM_JOBS=1 if the phone ran out of memory)" "$log" 3
+    say "building pymnn with PYMNN_LLM_API"
+    (
+        cd "$src/pymnn/pip_package" &&
+        MNN_BUILD_DIR="$MNN_DIR/build" PYMNN_LLM_API=ON python build_deps.py llm &&
+        MNN_BUILD_DIR="$MNN_DIR/build" PYMNN_LLM_API=ON python setup.py install --version "$MNN_VERSION" --deps llm
+    ) >>"$log" 2>&1 || fail "pymnn build" "$log" 3
+    python -c "import MNN, MNN.llm" >>"$log" 2>&1 || fail "MNN built but 'import MNN.llm' fails" "$log" 3
+    touch "$MNN_DIR/.built-$MNN_VERSION"
+}
+if [ "$SKIP_MNN" = 1 ]; then
+    say "skipping MNN (--skip-mnn)"
+elif mnn_present; then
+    say "MNN $MNN_VERSION already installed"
+else
+    build_mnn
+fi
+
+# 4. runit service (termux-services) with svlogd logging, and the Termux:Boot script.
+SVC="$PREFIX/var/service/edgellm"
+mkdir -p "$SVC/log" "$HOME/.termux/boot"
+install -m 755 "$HERE/run" "$SVC/run"
+install -m 755 "$HERE/log-run" "$SVC/log/run"
+install -m 755 "$HERE/start-edgellm" "$HOME/.termux/boot/start-edgellm"
+say "service installed in $SVC; boot script in ~/.termux/boot/start-edgellm"
+
+if [ -n "$STAMP" ]; then
+    mkdir -p "$STATE/deploy"
+    printf '%s\n' "$STAMP" >"$STATE/deploy/installed.stamp"
+fi
+say "done"

@@ -1,0 +1,56 @@
+"""Memory admission for LoadModel: refuse a model the phone cannot hold instead of being killed.
+
+MemAvailable comes from the telemetry reader (`edgellm.device.telemetry.process.read_meminfo`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgellm.common.errors import ResourceExhausted
+from edgellm.device.artifact import Artifact
+from edgellm.device.telemetry.process import MemInfo
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """What loading an artifact is expected to take."""
+
+    weights: int
+    kv: int
+    margin: int
+
+    @property
+    def total(self) -> int:
+        """Bytes that must be available."""
+        return self.weights + self.kv + self.margin
+
+
+def kv_bytes(artifact: Artifact, tokens: int, bytes_per_value: int = 2) -> int:
+    """KV cache size for `tokens` positions from the manifest's model shape (Llama defaults if absent)."""
+    m = artifact.manifest.get("model", {})
+    layers = int(m.get("num_hidden_layers") or m.get("num_layers") or 30)
+    kv_heads = int(m.get("num_key_value_heads") or m.get("num_kv_heads") or 3)
+    hidden = int(m.get("hidden_size") or 576)
+    heads = int(m.get("num_attention_heads") or 9)
+    head_dim = int(m.get("head_dim") or hidden // max(heads, 1))
+    return 2 * layers * kv_heads * head_dim * tokens * bytes_per_value
+
+
+def memory_need(artifact: Artifact, kv_tokens: int, margin: int) -> MemoryNeed:
+    """Weights (the artifact's bytes) + KV for kv_tokens + margin."""
+    tokens = min(kv_tokens, artifact.context_length) if kv_tokens else artifact.context_length
+    return MemoryNeed(weights=artifact.size_bytes, kv=kv_bytes(artifact, tokens), margin=margin)
+
+
+def admit(need: MemoryNeed, mem: MemInfo, freed_by_unload: int = 0) -> None:
+    """Raise ResourceExhausted unless MemAvailable (+ what replacing the loaded model frees) suffices."""
+    have = mem.available_bytes + freed_by_unload
+    if need.total > have:
+        raise ResourceExhausted(
+            f"not enough memory to load: needs {need.total // MIB} MiB (weights {need.weights // MIB} "
+            f"+ KV {need.kv // MIB} + margin {need.margin // MIB}), {have // MIB} MiB available; "
+            "unload the current model, close apps, or lower --kv-window"
+        )

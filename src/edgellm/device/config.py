@@ -1,0 +1,43 @@
+"""Daemon configuration: one frozen dataclass, passed in explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgellm.common.targets import DEFAULT_DAEMON_PORT
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """Everything `edgellm daemon` can be told at start."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_DAEMON_PORT
+    model: Path | None = None  # artifact directory loaded at start
+    data_dir: Path = Path.home() / ".edgellm"
+    store_quota_bytes: int = 0  # artifact store quota; 0 = none
+    disk_reserve_bytes: int = 64 << 20  # free disk a push must leave untouched
+    memory_margin_bytes: int = 256 << 20  # LoadModel keeps this much MemAvailable spare
+    kv_budget_tokens: int = 4096  # KV positions admission budgets for when kv_window is 0
+    proc_root: Path = Path("/")  # where /proc/meminfo is read (tests point it at a fake tree)
+    keep_alive_s: float = 0.0  # unload after this many idle seconds; 0 = never
+    threads: int = 2
+    queue_size: int = 8
+    max_new_tokens_cap: int = 2048
+    kv_window: int = 0  # sliding KV window in tokens; 0 = no sliding (stop at the context length)
+    n_keep: int = 4  # protected tokens at the window's front; -1 = the system prompt
+    kv_chunk: int = 0  # tokens evicted at once; 0 = a quarter of the window
+    kv_method: str = "erase"  # "erase" (keep positions) or "reprefill" (rebuild the kept tokens)
+    kv_tiers: tuple[int, ...] = ()  # KV budgets below the window, e.g. (512,): grow only if memory allows
+    kv_quant: str = "fp"  # KV cache precision: "fp" or "int8" (MNN attention_mode 8 / 10)
+    warmup: bool = True
+    warmup_tokens: int = 256  # warm-up prefill length (capped by the first KV budget); sizes MNN's buffers
+    grace_seconds: float = 2.0
+    sysfs_root: Path = Path("/")  # where thermal zones and cpufreq are read (tests: a fixture tree)
+    virtual_phone: str | None = None  # phone profile: simulate its thermals and firmware in real time
+    virtual_phone_time_scale: float = 1.0  # simulated seconds per real second
+    governor_policy: str = "thermal"  # thermal | off | pinned
+    setpoint_c: float | None = None  # None: below the phone's first skin trip point
+    governor_period_s: float = 1.0
+    auth_token: str | None = None  # required when host is not loopback

@@ -1,0 +1,223 @@
+"""The MNN runtime behind one loaded artifact, driven token by token from one worker thread."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from edgellm.common.errors import FailedPrecondition, Unavailable
+from edgellm.common.logs import get_logger
+from edgellm.common.token_table import TokenTable
+from edgellm.device.artifact import Artifact
+
+log = get_logger(__name__)
+
+Logits = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Runtime settings applied when the model loads."""
+
+    threads: int = 2
+    precision: str = "low"  # MNN: low = fp16/bf16 compute where the CPU has it
+    power: str = "normal"  # MNN: high = big cores, low = little cores
+    memory: str = "low"  # MNN: low = keep weights quantized, quantize activations at run time
+    # MNN dynamic_option 2: quantize activations per block (the weight block) instead of per
+    # channel; on SmolLM2 INT4 b32 it moves the first answer token back to torch's (docs/engine.md).
+    dynamic_option: int = 2
+    attention_mode: int = 8  # 8 = flash attention, fp KV; 9 = INT8 K; 10 = INT8 K and V
+    use_mmap: bool = False
+    all_logits: bool = False  # prefill returns every position's logits (for scoring text)
+
+    def mnn_overrides(self) -> dict[str, object]:
+        """The MNN config keys this config sets (all read once, inside load())."""
+        return {
+            "thread_num": self.threads,
+            "precision": self.precision,
+            "power": self.power,
+            "memory": self.memory,
+            "dynamic_option": self.dynamic_option,
+            "attention_mode": self.attention_mode,
+            "use_mmap": self.use_mmap,
+            "all_logits": self.all_logits,
+            "backend_type": "cpu",
+        }
+
+
+def last_row(rows: Logits) -> Logits:
+    """The last position's logits from a [rows, vocab] array."""
+    row: Logits = rows[-1]
+    return row
+
+
+class MnnEngine:
+    """One MNN LLM. Not thread-safe: only the worker thread calls it after load()."""
+
+    def __init__(self, artifact: Artifact, config: EngineConfig) -> None:
+        self.artifact = artifact
+        self.config = config
+        self.tokens = TokenTable(artifact.token_table)
+        self.stop_ids = artifact.stop_token_ids
+        self.context_length = artifact.context_length
+        self._llm: object | None = None
+        self.history: list[int] = []  # tokens currently in the KV cache (physical order)
+        self.position = 0  # RoPE position the next token gets (MNN's all_seq_len)
+        self.load_ms = 0.0
+        self.warmup_ms = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Create the runtime with our settings (they only apply before load) and load weights."""
+        import MNN.llm as mnn_llm  # device-only dependency, imported where it is used
+
+        start = time.perf_counter()
+        llm = mnn_llm.create(str(self.artifact.mnn_config))
+        overrides = self.config.mnn_overrides()
+        # Why a dict and why before load(): pymnn 3.6.1's set_config silently ignores a JSON
+        # string (returns True, changes nothing), and MNN reads these keys once in load().
+        llm.set_config(overrides)
+        if llm.load() is False:
+            raise Unavailable(f"MNN failed to load {self.artifact.path}")
+        self._llm = llm
+        self.load_ms = (time.perf_counter() - start) * 1000
+        log.info(
+            "engine_loaded", artifact=str(self.artifact.path), load_ms=round(self.load_ms, 1), **overrides
+        )
+
+    def warm_up(self, tokens: int = 8) -> float:
+        """Run a dummy prefill of `tokens` tokens + a few decode steps, then forget them.
+
+        The first inference is 3-5x slower (the source article); and MNN grows its buffer pools
+        to the largest shapes it has run and keeps them, so a warm-up as long as the largest
+        common prefill makes RSS reach its plateau at load instead of over the first ~100
+        requests (docs/benchmarks.md, memory soak).
+        """
+        start = time.perf_counter()
+        text = "The quick brown fox jumps over the lazy dog while the sea rolls under the moon. "
+        base, n = self.encode(text) or [0], max(tokens, 1)
+        ids = (base * (n // len(base) + 1))[:n]
+        logits = self.prefill(ids)
+        for _ in range(4):
+            logits = self.decode(int(np.argmax(logits)))
+        self.reset()
+        self.warmup_ms = (time.perf_counter() - start) * 1000
+        log.info("engine_warm", warmup_ms=round(self.warmup_ms, 1))
+        return self.warmup_ms
+
+    def close(self) -> None:
+        """Drop the runtime; MNN frees its buffers when the object is collected."""
+        self._llm = None
+        self.history = []
+
+    @property
+    def loaded(self) -> bool:
+        """Whether a runtime is live."""
+        return self._llm is not None
+
+    def _require(self) -> object:
+        if self._llm is None:
+            raise FailedPrecondition("no model loaded")
+        return self._llm
+
+    # -- text ------------------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """Tokenize raw text (no template)."""
+        return [int(t) for t in self._require().tokenizer_encode(text)]  # type: ignore[attr-defined]
+
+    def apply_chat_template(self, messages: Sequence[tuple[str, str]]) -> str:
+        """Render chat messages with the artifact's template, ending with the assistant prompt."""
+        llm = self._require()
+        rendered: str = llm.apply_chat_template([{"role": r, "content": c} for r, c in messages])  # type: ignore[attr-defined]
+        return rendered
+
+    def token_bytes(self, token: int) -> bytes:
+        """Raw bytes of one token."""
+        return self.tokens.bytes_of(token)
+
+    def special_id(self, text: str) -> int | None:
+        """Id of the token whose bytes are exactly `text` (e.g. '<|im_start|>'), if any."""
+        want = text.encode()
+        for token in range(len(self.tokens)):
+            if self.tokens.bytes_of(token) == want:
+                return token
+        return None
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids."""
+        return len(self.tokens)
+
+    # -- compute ---------------------------------------------------------------------------------
+    def prefill(self, ids: Sequence[int]) -> Logits:
+        """Append ids to the KV cache in one batch; return the last position's logits."""
+        return last_row(self._forward(list(ids)))
+
+    def prefill_all(self, ids: Sequence[int]) -> Logits:
+        """Like prefill, but return logits for every position: [len(ids), vocab] (needs all_logits)."""
+        if not self.config.all_logits:
+            raise FailedPrecondition("prefill_all needs EngineConfig(all_logits=True)")
+        return self._forward(list(ids))
+
+    def decode(self, token: int) -> Logits:
+        """Append one token; return the next-token logits."""
+        return last_row(self._forward([token]))
+
+    def _forward(self, ids: list[int]) -> Logits:
+        llm = self._require()
+        if len(ids) > 1 and llm.context.gen_seq_len > 0:  # type: ignore[attr-defined]
+            # Why: MNN counts every forward as generated (gen_seq_len), and a forward of T > 1
+            # tokens with gen_seq_len > 0 runs on a module cloned per distinct T and kept for
+            # good (~5 MiB each): a session's next turns grew RSS with every new turn length.
+            # MNN's own chat resets the counter at the start of each response; so do we.
+            llm.context.update(gen_seq_len=0)  # type: ignore[attr-defined]
+        out = llm.forward(ids)  # type: ignore[attr-defined]
+        if out is None:
+            raise Unavailable("MNN forward failed")
+        self.history.extend(ids)
+        self.position += len(ids)
+        # Why copy: Var.read() is a view of MNN's output buffer, overwritten by the next forward.
+        # Shape: [1, 1, V] normally, [1, T, V] with all_logits → [rows, V].
+        logits: Logits = np.array(out.read(), dtype=np.float32, copy=True)
+        return logits.reshape(-1, logits.shape[-1])
+
+    def reset(self) -> None:
+        """Forget the KV cache (MNN drops it on the next forward)."""
+        self._require().reset()  # type: ignore[attr-defined]
+        self.history = []
+        self.position = 0
+
+    def truncate(self, keep: int) -> None:
+        """Keep only the first `keep` tokens of the KV cache (positions follow: nothing is kept after)."""
+        if keep >= len(self.history):
+            return
+        if keep == 0:
+            self.reset()
+            return
+        # erase_history lives on the raw pybind object, not on the Python wrapper.
+        self._require()._c_obj.erase_history(keep, 0)  # type: ignore[attr-defined]
+        del self.history[keep:]
+        self.position = keep
+
+    def erase(self, begin: int, end: int) -> None:
+        """Drop cached tokens [begin, end) in place, keeping every kept token's RoPE position.
+
+        Why restore all_seq_len: erase_history compacts MNN's position counter, so new tokens would
+        get positions that overlap the kept keys' (which keep their old rotation); perplexity
+        went 8 → 64 in a trial. Restoring the counter keeps positions absolute and consistent.
+        """
+        if not 0 <= begin < end <= len(self.history):
+            raise ValueError(f"bad erase range [{begin}, {end}) of {len(self.history)}")
+        llm = self._require()
+        llm._c_obj.erase_history(begin, end)  # type: ignore[attr-defined]
+        llm.context.update(all_seq_len=self.position)  # type: ignore[attr-defined]
+        del self.history[begin:end]
+
+    def rebuild(self, tokens: Sequence[int]) -> Logits | None:
+        """Reset and prefill tokens (compact positions); return the last logits (None if empty)."""
+        self.reset()
+        return self.prefill(tokens) if tokens else None

@@ -1,0 +1,241 @@
+"""The daemon's governor loop: telemetry reader -> controller -> actuators, plus remote control.
+
+Only wiring lives here (STYLE 12): the controller is pure, the actuators are plain calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from edgellm.common.errors import InvalidArgument
+from edgellm.common.logs import get_logger
+from edgellm.device.governor.actuation import POWER_MODES, Actuation
+from edgellm.device.governor.actuators import Actuators
+from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
+from edgellm.device.governor.ladder import build_ladder
+from edgellm.device.telemetry.battery import BatteryReader
+from edgellm.device.telemetry.source import Reading, TelemetrySource
+from edgellm.device.virtual_phone.profile import load_profile
+from edgellm.device.virtual_phone.runtime import VirtualPhoneRuntime
+
+log = get_logger(__name__)
+
+POLICIES = ("thermal", "off", "pinned")
+
+
+@dataclass(frozen=True)
+class GovernorSnapshot:
+    """What telemetry and GetStatus show about the governor."""
+
+    policy: str
+    threads: int
+    cluster: str
+    power: str
+    pacing_ms: float
+    setpoint_c: float
+    last_decision: str
+    last_reason: str
+    last_decision_unix: float
+
+
+class GovernorRuntime:
+    """Owns the telemetry source, the controller, the actuators and (optionally) the virtual phone."""
+
+    def __init__(
+        self,
+        threads: int,
+        config: GovernorConfig,
+        sysfs_root: Path = Path("/"),
+        proc_root: Path = Path("/"),
+        virtual_phone: str | None = None,
+        virtual_root: Path | None = None,
+        time_scale: float = 1.0,
+        battery: BatteryReader | None = None,
+        period_s: float = 1.0,
+    ) -> None:
+        self.phone: VirtualPhoneRuntime | None = None
+        actuators_allowed: Iterable[int] | None = None
+        if virtual_phone:
+            root = virtual_root or sysfs_root
+            self.phone = VirtualPhoneRuntime(load_profile(virtual_phone), root, time_scale)
+            sysfs_root = root
+            actuators_allowed = self.phone.profile.cpus
+        self.telemetry = TelemetrySource(sysfs_root, proc_root, battery)
+        if self.phone is not None:
+            # Virtual cores do not exist on this machine: affinity is recorded, not applied.
+            self.actuators = Actuators(allowed=actuators_allowed, affinity=lambda cpus: tuple(sorted(cpus)))
+            phone = self.phone
+            self.actuators.extra_delay = lambda step: step * (phone.slowdown(self.actuators.current) - 1.0)
+        else:
+            self.actuators = Actuators()
+        self.config = config
+        # On the virtual phone the ladder is over its simulated cores with its own MNN thread count.
+        self.threads = self.phone.profile.unmanaged_threads if self.phone is not None else threads
+        self.period_s = period_s
+        self.busy = False  # the daemon says whether the engine is generating (virtual phone power)
+        self.last: Decision | None = None
+        self.last_reading: Reading | None = None
+        self._pinned: Actuation | None = None
+        self._build()
+        self._task: asyncio.Task[None] | None = None
+        log.info(
+            "governor_ready",
+            policy=config.policy,
+            setpoint_c=self.setpoint_c,
+            rungs=[r.describe() for r in self.ladder],
+            virtual_phone=virtual_phone,
+        )
+
+    def _build(self) -> None:
+        allowed = set(self.actuators.allowed)
+        clusters = self.telemetry.cpu.clusters
+        if clusters and allowed & {c for cl in clusters for c in cl.cpus}:
+            self.ladder = build_ladder(clusters, allowed, self.threads)
+        else:  # no cpufreq topology readable: one rung on whatever we may run on
+            cpus = tuple(sorted(allowed))
+            self.ladder = [Actuation(self.threads, cpus, cpus, label="all")]
+        self.setpoint_c = self.config.resolve_setpoint(self.telemetry.thermal.skin_trips_c())
+        self.controller = ThermalController(self.config, self.ladder, self.setpoint_c)
+        self._apply_policy()
+
+    def _apply_policy(self) -> None:
+        policy = self.config.policy
+        if policy == "off":
+            self.actuators.set(None)
+        elif policy == "pinned":
+            self.actuators.set(self._pinned or self.ladder[0])
+        else:
+            self.actuators.set(self.controller.current)
+
+    # -- loop --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the periodic loop on the running event loop."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the loop."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.telemetry.battery is not None:
+            await self.telemetry.battery.close()
+
+    async def _run(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(self.period_s)
+            now = time.monotonic()
+            if self.telemetry.battery is not None:
+                self.telemetry.battery.maybe_refresh()
+            self.tick(now, now - last)
+            last = now
+
+    def tick(self, now: float, elapsed_s: float) -> Decision | None:
+        """One control period: advance the virtual phone, read, decide, actuate."""
+        if self.phone is not None:
+            self.phone.advance(elapsed_s, self.busy, self.actuators.current)
+            now = self.phone.sim_seconds  # the controller runs on the phone's (scaled) clock
+        reading = self.telemetry.read()
+        self.last_reading = reading
+        temp = reading.control_c
+        if self.config.policy != "thermal" or temp is None:
+            return None
+        decision = self.controller(temp, now)
+        if decision is not None:
+            self.last = replace(decision, at=time.time())
+            self.actuators.set(decision.actuation)
+            comp = decision.components
+            log.info(
+                "governor_decision",
+                actuation=decision.actuation.describe(),
+                reason=decision.reason,
+                skin_c=round(comp.measured_c, 2),
+                predicted_c=round(comp.predicted_c, 2),
+                depth=round(comp.depth, 3),
+                p=round(comp.p, 3),
+                i=round(comp.i, 3),
+            )
+        return decision
+
+    # -- remote control ----------------------------------------------------------------------------
+    def validate(
+        self,
+        policy: str | None = None,
+        setpoint_c: float | None = None,
+        pacing_ms: float | None = None,
+        power: str | None = None,
+        cluster: str | None = None,
+    ) -> None:
+        """Raise InvalidArgument for any bad field; changes nothing."""
+        if policy is not None and policy not in POLICIES:
+            raise InvalidArgument(f"governor_policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+        if setpoint_c is not None and not 20.0 <= setpoint_c <= 90.0:
+            raise InvalidArgument(f"setpoint_c must be within 20..90 °C, not {setpoint_c}")
+        if pacing_ms is not None and not 0.0 <= pacing_ms <= 1000.0:
+            raise InvalidArgument(f"pacing_ms must be within 0..1000, not {pacing_ms}")
+        if power is not None and power not in POWER_MODES:
+            raise InvalidArgument(f"power must be one of {', '.join(POWER_MODES)}, not {power!r}")
+        labels = [r.label for r in self.ladder]
+        if cluster is not None and cluster not in labels:
+            raise InvalidArgument(f"cluster must be one of {', '.join(labels)}, not {cluster!r}")
+
+    def update(
+        self,
+        policy: str | None = None,
+        setpoint_c: float | None = None,
+        pacing_ms: float | None = None,
+        power: str | None = None,
+        cluster: str | None = None,
+    ) -> None:
+        """Change policy/setpoint or pin actuators (pinning switches the policy to `pinned`)."""
+        self.validate(policy, setpoint_c, pacing_ms, power, cluster)
+        labels = {r.label: r for r in self.ladder}
+        pin = pacing_ms is not None or power is not None or cluster is not None
+        if setpoint_c is not None:
+            self.config = replace(self.config, setpoint_c=setpoint_c)
+        if policy is not None:
+            self.config = replace(self.config, policy=policy)
+        elif pin:
+            self.config = replace(self.config, policy="pinned")
+        if pin:
+            base = self._pinned or self.actuators.current or self.ladder[0]
+            if cluster is not None:
+                base = replace(labels[cluster], pacing_ms=base.pacing_ms, power=base.power)
+            self._pinned = replace(
+                base,
+                pacing_ms=pacing_ms if pacing_ms is not None else base.pacing_ms,
+                power=power if power is not None else base.power,
+                duty=1.0,
+            )
+        if setpoint_c is not None or policy is not None:
+            self._build()
+        else:
+            self._apply_policy()
+        log.info("governor_update", policy=self.config.policy, setpoint_c=self.setpoint_c, pinned=pin)
+
+    def set_threads(self, threads: int) -> None:
+        """Rebuild the ladder after the engine was reloaded with a new thread count."""
+        self.threads = threads
+        self._build()
+
+    def snapshot(self) -> GovernorSnapshot:
+        """The governor's state for telemetry."""
+        act = self.actuators.current
+        last = self.last
+        return GovernorSnapshot(
+            policy=self.config.policy,
+            threads=self.threads,
+            cluster=(act.label if act is not None else "all"),
+            power=(act.power if act is not None else "high"),
+            pacing_ms=self.actuators.last_pause_s * 1000.0,
+            setpoint_c=self.setpoint_c,
+            last_decision=last.actuation.describe() if last is not None else "",
+            last_reason=last.reason if last is not None else "",
+            last_decision_unix=last.at if last is not None else 0.0,
+        )

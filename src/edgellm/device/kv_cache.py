@@ -1,0 +1,178 @@
+"""What the engine's one KV cache holds: a session's conversation, slid through a window.
+
+`logical` is every token of the conversation fed so far; the engine's `history` is what is
+physically cached (protected prefix + most recent tokens). A new turn of the same session
+whose tokens extend `logical` prefills only the new tokens; another session (or none) starts
+over. Positions stay below the trained context by re-basing (re-prefill) before the limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edgellm.common.logs import get_logger
+from edgellm.device.engine import Logits, MnnEngine, last_row
+from edgellm.device.kv_window import WindowPolicy, eviction_range, system_prompt_length
+
+log = get_logger(__name__)
+
+
+@dataclass
+class FeedStats:
+    """Counters for one request."""
+
+    reused: int = 0  # prompt tokens already in the cache
+    prefilled: int = 0  # prompt tokens run through the model
+    recomputed: int = 0  # tokens re-run to re-base or re-prefill after eviction
+    evicted: int = 0
+
+
+@dataclass
+class KvCache:
+    """Drives the engine's cache for generation with a window policy and session reuse."""
+
+    engine: MnnEngine
+    policy: WindowPolicy
+    turn_start: int | None = None  # e.g. <|im_start|>: message boundaries for eviction
+    turn_end: int | None = None
+    owner: str = ""  # session whose conversation is cached ("" = anonymous, never reused)
+    logical: list[int] = field(default_factory=list)
+    n_keep: int = 0
+    evicted_total: int = 0
+    # Tiers: the cache starts at the smallest budget and moves up only when this says the
+    # phone can hold `extra_tokens` more KV; otherwise it slides within the current tier.
+    can_grow: Callable[[int], bool] = lambda extra_tokens: True
+    tier: int = 0
+
+    # -- request start ------------------------------------------------------------------------------
+    def begin(self, session_id: str, ids: Sequence[int], stats: FeedStats) -> list[int]:
+        """Prepare the cache for prompt `ids`; return the suffix still to be fed."""
+        engine = self.engine
+        if session_id and session_id == self.owner and engine.history:
+            common = _common_prefix(self.logical, ids)
+            whole_cache_is_logical = len(engine.history) == len(self.logical)
+            if common == len(self.logical) < len(ids):
+                stats.reused = common
+                return list(ids[common:])
+            # At least one prompt token must run to produce logits for the first new token.
+            common = min(common, len(ids) - 1)
+            if whole_cache_is_logical and common > self.n_keep:
+                # Diverged inside an un-slid conversation (e.g. an edited last turn): cut back.
+                engine.truncate(common)
+                del self.logical[common:]
+                stats.reused = common
+                return list(ids[common:])
+        engine.reset()
+        self.owner = session_id
+        self.logical = []
+        self.tier = 0
+        self.n_keep = self._protected(ids)
+        return list(ids)
+
+    def _protected(self, ids: Sequence[int]) -> int:
+        if not self.policy.sliding:
+            return 0
+        if self.policy.n_keep == -1 and self.turn_start is not None and self.turn_end is not None:
+            return system_prompt_length(ids, self.turn_start, self.turn_end) or 4
+        return max(self.policy.n_keep, 0)
+
+    # -- feeding ---------------------------------------------------------------------------------------
+    def feed(self, ids: Sequence[int], stats: FeedStats) -> Logits:
+        """Prefill ids, sliding the window as needed; return the last logits."""
+        return last_row(self._feed(ids, stats, score=False))
+
+    def feed_scored(self, ids: Sequence[int], stats: FeedStats) -> Logits:
+        """Prefill ids like feed(); return logits for every fed position, [len(ids), vocab]."""
+        return self._feed(ids, stats, score=True)
+
+    def _feed(self, ids: Sequence[int], stats: FeedStats, score: bool) -> Logits:
+        if not ids:
+            raise ValueError("nothing to feed")
+        pos = 0
+        rows: list[Logits] = []
+        while pos < len(ids):
+            room = self._room()
+            if room <= 0:
+                self._evict(stats)
+                continue
+            piece = list(ids[pos : pos + room])
+            rows.append(self.engine.prefill_all(piece) if score else self.engine.prefill(piece)[None, :])
+            self.logical.extend(piece)
+            stats.prefilled += len(piece)
+            pos += len(piece)
+        return np.concatenate(rows) if len(rows) > 1 else rows[0]
+
+    def step(self, token: int, stats: FeedStats) -> Logits:
+        """Decode one token, sliding first when the window is full."""
+        if self._room() <= 0:
+            self._evict(stats)
+        logits = self.engine.decode(token)
+        self.logical.append(token)
+        return logits
+
+    @property
+    def budget(self) -> int:
+        """The current tier's size in tokens (the window when there are no tiers)."""
+        budgets = self.policy.budgets
+        return budgets[min(self.tier, len(budgets) - 1)]
+
+    def _room(self) -> int:
+        """Tokens that fit before the budget is full or positions reach the trained context."""
+        engine = self.engine
+        # Under "erase" positions keep growing past the cached length: re-base before the limit.
+        pos_room = engine.context_length - engine.position
+        if not self.policy.sliding:
+            return pos_room
+        room = self.budget - len(engine.history)
+        while room <= 0 and self._grow():
+            room = self.budget - len(engine.history)
+        return min(room, pos_room)
+
+    def _grow(self) -> bool:
+        """Move to the next tier if there is one and memory allows; the cache is kept as it is."""
+        budgets = self.policy.budgets
+        if self.tier + 1 >= len(budgets):
+            return False
+        nxt = budgets[self.tier + 1]
+        if not self.can_grow(nxt - self.budget):
+            log.info("kv_tier_held", tier=self.budget, wanted=nxt, reason="memory")
+            return False
+        log.info("kv_tier_up", tier_from=self.budget, tier_to=nxt)
+        self.tier += 1
+        return True
+
+    def _evict(self, stats: FeedStats) -> None:
+        """Make room: evict a chunk in place, or re-prefill the kept tokens (also re-bases positions)."""
+        engine = self.engine
+        if not self.policy.sliding:
+            raise ContextFull(f"the context of {engine.context_length} tokens is full")
+        window_full = len(engine.history) >= self.budget
+        if window_full:
+            begin, end = eviction_range(engine.history, self.n_keep, self.policy.evict_chunk, self.turn_start)
+            evicted = end - begin
+            stats.evicted += evicted
+            self.evicted_total += evicted
+            if self.policy.method == "erase" and engine.position + 1 < engine.context_length:
+                engine.erase(begin, end)
+                return
+            kept = engine.history[:begin] + engine.history[end:]
+        else:
+            kept = list(engine.history)
+        # Re-prefill: compact positions (the "reprefill" method, or a re-base under "erase").
+        stats.recomputed += len(kept)
+        engine.rebuild(kept)
+
+
+class ContextFull(Exception):
+    """No window to slide and no room left."""
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

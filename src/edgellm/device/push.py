@@ -1,0 +1,254 @@
+"""Receive a pushed artifact: stage chunks, verify each file's sha256, install atomically.
+
+Writes and hashing run on one helper thread per push (both release the GIL), pipelined behind
+the network reads in batches of a few MiB, so there is one thread hop per batch rather than per
+chunk and a push costs little more than the bytes themselves. A staged file's size is
+its persisted offset: a push that dies (client killed, link dropped, daemon restarted) resumes
+there, and the hash check at the end of each file catches anything a crash tore.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from edgellm.common.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
+from edgellm.common.logs import get_logger
+from edgellm.common.push_wire import PushMessage
+from edgellm.device.artifact import Artifact
+from edgellm.device.store.manifest import FileEntry, PushManifest, parse_manifest
+from edgellm.device.store.store import ArtifactStore, StoreStatus
+
+log = get_logger(__name__)
+
+MAX_CHUNK_BYTES = 4 << 20
+# Why 8 MiB: one I/O-thread job per batch keeps the loop's per-chunk cost to a list append, and
+# two batches (one being written, one filling) bound the memory a push holds.
+BATCH_BYTES = 8 << 20
+
+
+ReadyFn = Callable[[StoreStatus], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What a finished push did."""
+
+    artifact: Artifact
+    bytes_received: int
+    bytes_skipped: int
+
+
+class _Part:
+    """One file being written: its handle, running hash and next expected offset."""
+
+    def __init__(self, path: Path, entry: FileEntry) -> None:
+        self.path = path
+        self.entry = entry
+        self.hash = hashlib.sha256()
+        self.offset = 0  # bytes accepted from the network (the loop's view)
+        self.written = 0  # bytes on disk (the I/O thread's view)
+        self.fh: IO[bytes] | None = None
+
+    def open(self) -> None:
+        """Open for append, re-hashing what an earlier push left (runs on the I/O thread)."""
+        fh = self.path.open("ab+")
+        size = fh.seek(0, os.SEEK_END)
+        if size > self.entry.size:  # more than the file can hold: stale or torn, start over
+            fh.truncate(0)
+            size = 0
+        fh.seek(0)
+        while block := fh.read(1 << 20):
+            self.hash.update(block)
+        self.fh = fh
+        self.written = self.offset = size
+
+    def write(self, data: memoryview, offset: int) -> None:
+        """Append data at offset and hash it (I/O thread); never leaves a hole."""
+        if self.fh is None or offset != self.written:
+            raise FailedPrecondition(f"{self.entry.path}: write at {offset}, but {self.written} on disk")
+        try:
+            self.fh.write(data)
+        except OSError as err:
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise ResourceExhausted(f"the device's disk filled while writing {self.entry.path}") from err
+            raise
+        self.hash.update(data)
+        self.written += len(data)
+
+    def close(self) -> None:
+        """Flush, fsync and close (I/O thread)."""
+        if self.fh is not None:
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+            self.fh.close()
+            self.fh = None
+
+
+class PushReceiver:
+    """Runs pushes against a store; pushes of the same artifact are serialised."""
+
+    def __init__(self, store: ArtifactStore) -> None:
+        self.store = store
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def receive(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
+        """Consume one push stream (manifest first, then chunks) and install the artifact.
+
+        `ready` is awaited with the store's status once this push holds the artifact's lock: a
+        client that waits for it sends nothing while another push of the same artifact runs, and
+        plans its chunks from what the device holds then (nothing, if that push installed it).
+        """
+        first = await anext(messages, None)
+        if first is not None and first.error:
+            raise InvalidArgument(first.error)
+        if first is None or first.manifest_json is None:
+            raise InvalidArgument("a push must start with a message carrying manifest_json")
+        manifest = parse_manifest(first.manifest_json)
+        lock = self._locks.setdefault(manifest.artifact_id, asyncio.Lock())
+        async with lock:
+            try:
+                return await self._receive(manifest, messages, ready)
+            finally:
+                self.store.release(manifest.artifact_id)
+
+    async def _receive(
+        self,
+        manifest: PushManifest,
+        messages: AsyncIterator[PushMessage],
+        ready: ReadyFn | None,
+    ) -> PushResult:
+        store = self.store
+        status = store.status(manifest)
+        if ready is not None:
+            await ready(status)
+        if status.installed:
+            art = store.install(manifest)  # no-op apart from dropping stale staging
+            return PushResult(art, 0, manifest.total_bytes)
+        store.reserve(manifest, status)
+        store.begin(manifest)
+        log.info("push_started", artifact_id=manifest.artifact_id[:12], missing=status.missing_bytes)
+        io = ThreadPoolExecutor(1, thread_name_prefix="push-io")
+        batch: list[tuple[_Part, memoryview, int]] = []
+        batch_bytes = 0
+        writing: Future[None] | None = None  # the batch on the I/O thread
+        parts: dict[str, _Part] = {}
+        received = skipped = 0
+        loop = asyncio.get_running_loop()
+
+        async def run(fn: Callable[..., Any], *args: Any) -> Any:
+            # Why shield: cancelling a wrapped future cancels a queued job, and a skipped write
+            # would leave a hole that the next push resumes after.
+            return await asyncio.shield(asyncio.wrap_future(io.submit(fn, *args), loop=loop))
+
+        async def flush(wait: bool) -> None:
+            """Wait for the batch being written, hand over the one filling; wait for it too if asked."""
+            nonlocal batch, batch_bytes, writing
+            if writing is not None:
+                done, writing = writing, None
+                await asyncio.shield(asyncio.wrap_future(done, loop=loop))
+            if batch:
+                writing = io.submit(_write_batch, batch)
+                batch, batch_bytes = [], 0
+            if wait and writing is not None:
+                await flush(False)
+
+        try:
+            async for msg in messages:
+                if msg.error:
+                    raise InvalidArgument(msg.error)
+                if not msg.is_chunk:
+                    raise InvalidArgument("only the first message of a push may carry a manifest")
+                path, offset = msg.path, msg.offset
+                data = msg.data  # a view into the received message: written and hashed without a copy
+                entry = manifest.entry(path)
+                n = len(data)
+                if n > MAX_CHUNK_BYTES:
+                    raise InvalidArgument(f"chunk of {n} bytes for {path}; at most {MAX_CHUNK_BYTES}")
+                if offset + n > entry.size:
+                    raise InvalidArgument(
+                        f"chunk {path}@{offset}+{n} runs past the manifest's size {entry.size}"
+                    )
+                if store.blob(entry.sha256).is_file():
+                    skipped += n
+                    continue
+                part = parts.get(entry.sha256)
+                if part is None:
+                    part = parts[entry.sha256] = _Part(store.part(manifest.artifact_id, entry.sha256), entry)
+                    await run(part.open)
+                if offset > part.offset:
+                    raise InvalidArgument(
+                        f"chunk {path}@{offset} leaves a gap: the device has {part.offset} bytes "
+                        "(ask GetArtifactStatus where to resume)"
+                    )
+                if offset < part.offset:
+                    data = data[part.offset - offset :]
+                skipped += n - len(data)
+                if not data:
+                    continue
+                received += len(data)
+                batch.append((part, data, part.offset))
+                batch_bytes += len(data)
+                part.offset += len(data)
+                if part.offset == entry.size:
+                    await flush(wait=True)
+                    await run(self._finish, part)
+                    del parts[entry.sha256]
+                elif batch_bytes >= BATCH_BYTES:
+                    await flush(wait=False)
+            await flush(wait=True)
+            for part in list(parts.values()):  # zero-length files and parts already full
+                if part.offset == part.entry.size:
+                    await run(self._finish, part)
+                    del parts[part.entry.sha256]
+            for f in manifest.files:  # empty files, and parts filled by a push cut off before its check
+                st = store.part(manifest.artifact_id, f.sha256)
+                full = f.size == 0 or (st.is_file() and st.stat().st_size == f.size)
+                if full and not store.blob(f.sha256).is_file():
+                    p = _Part(store.part(manifest.artifact_id, f.sha256), f)
+                    await run(p.open)
+                    await run(self._finish, p)
+            missing = [f for f in manifest.files if not store.blob(f.sha256).is_file()]
+            if missing:
+                gap = sum(st.size - st.have_bytes for st in store.status(manifest).files if not st.complete)
+                raise FailedPrecondition(
+                    f"push ended with {len(missing)} of {len(manifest.files)} files incomplete "
+                    f"({gap} bytes missing, e.g. {missing[0].path}); push again to resume"
+                )
+            art = await loop.run_in_executor(io, store.install, manifest)
+            log.info("push_installed", artifact_id=manifest.artifact_id[:12], received=received)
+            return PushResult(art, received, skipped)
+        finally:
+            # Why wait here even when cancelled: the next push of this artifact must see every
+            # byte this one accepted on disk, or it would resume from a wrong offset.
+            # A failed batch stops the ones after it at their offset check, so no hole is written.
+            if batch:
+                io.submit(_write_batch, batch)
+            for part in parts.values():
+                io.submit(part.close)
+            io.shutdown(wait=True)
+
+    def _finish(self, part: _Part) -> None:
+        """Close a complete file, check its sha256, move it to the blobs or discard it (I/O thread)."""
+        part.close()
+        digest = part.hash.hexdigest()
+        if digest != part.entry.sha256:
+            part.path.unlink(missing_ok=True)
+            raise InvalidArgument(
+                f"{part.entry.path} failed its sha256 check (expected {part.entry.sha256[:16]}..., "
+                f"got {digest[:16]}...); its bytes were discarded, push again to resend that file"
+            )
+        self.store.commit_blob(part.path, part.entry.sha256)
+
+
+def _write_batch(batch: list[tuple[_Part, memoryview, int]]) -> None:
+    """Write and hash a batch of chunks in order (I/O thread)."""
+    for part, data, offset in batch:
+        part.write(data, offset)

@@ -1,0 +1,116 @@
+"""Token sampling over one logits vector: penalties, bias, temperature, top-k/top-p/min-p."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from edgellm.common.errors import InvalidArgument
+
+FloatArray = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Validated sampling parameters; temperature 0 means greedy."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    seed: int | None = None
+
+    def validate(self, vocab_size: int) -> None:
+        """Raise InvalidArgument on any out-of-range value."""
+        if not np.isfinite(self.temperature) or self.temperature < 0:
+            raise InvalidArgument(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if self.top_k < 0:
+            raise InvalidArgument(f"top_k must be >= 0, got {self.top_k}")
+        if not 0.0 <= self.top_p <= 1.0:
+            raise InvalidArgument(f"top_p must be in [0, 1], got {self.top_p}")
+        if not 0.0 <= self.min_p <= 1.0:
+            raise InvalidArgument(f"min_p must be in [0, 1], got {self.min_p}")
+        if not np.isfinite(self.repetition_penalty) or self.repetition_penalty <= 0:
+            raise InvalidArgument(f"repetition_penalty must be > 0 (1 = off), got {self.repetition_penalty}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            if not np.isfinite(value) or abs(value) > 2.0:
+                raise InvalidArgument(f"{name} must be in [-2, 2], got {value}")
+        for token, bias in self.logit_bias.items():
+            if not 0 <= token < vocab_size:
+                raise InvalidArgument(f"logit_bias token id {token} outside the vocabulary [0, {vocab_size})")
+            if not (np.isfinite(bias) or bias == -np.inf):
+                raise InvalidArgument(f"logit_bias for token {token} must be finite or -inf")
+
+    @property
+    def greedy(self) -> bool:
+        """True when sampling reduces to argmax."""
+        return self.temperature == 0.0 or self.top_k == 1
+
+
+class Sampler:
+    """Stateful sampler for one request: owns its RNG and the generated-token counts."""
+
+    def __init__(self, config: SamplingConfig) -> None:
+        self.config = config
+        self._rng = np.random.default_rng(config.seed)
+        self._counts: Counter[int] = Counter()  # generated tokens: presence/frequency penalties
+        self._seen: set[int] = set()  # prompt + generated: repetition penalty (HF/llama.cpp style)
+
+    def observe_prompt(self, tokens: list[int]) -> None:
+        """Record prompt tokens (they count for the repetition penalty only)."""
+        self._seen.update(tokens)
+
+    def observe(self, token: int) -> None:
+        """Record a generated token."""
+        self._counts[token] += 1
+        self._seen.add(token)
+
+    def sample(self, logits: FloatArray) -> int:
+        """Pick the next token id from a [vocab] logits vector."""
+        cfg = self.config
+        x = self._adjust(np.asarray(logits, dtype=np.float32).reshape(-1))
+        if cfg.greedy:
+            return int(np.argmax(x))
+        x = x / cfg.temperature
+        # Candidate set: top-k first (argpartition is O(V)), then sort just the candidates.
+        k = cfg.top_k if 0 < cfg.top_k < x.size else x.size
+        idx = np.argpartition(-x, k - 1)[:k] if k < x.size else np.arange(x.size)
+        idx = idx[np.argsort(-x[idx], kind="stable")]
+        z = x[idx].astype(np.float64)
+        p = np.exp(z - z[0])
+        p /= p.sum()
+        keep = p.size
+        if 0.0 < cfg.top_p < 1.0:
+            keep = min(keep, int(np.searchsorted(np.cumsum(p), cfg.top_p) + 1))
+        if cfg.min_p > 0.0:
+            keep = min(keep, max(1, int(np.count_nonzero(p >= cfg.min_p * p[0]))))
+        p = p[:keep] / p[:keep].sum()
+        return int(idx[self._rng.choice(keep, p=p)])
+
+    def _adjust(self, x: FloatArray) -> FloatArray:
+        cfg = self.config
+        penalise = cfg.repetition_penalty != 1.0 and self._seen
+        count_penalties = (cfg.presence_penalty or cfg.frequency_penalty) and self._counts
+        if not (cfg.logit_bias or penalise or count_penalties):
+            return x
+        x = x.copy()
+        if penalise:
+            ids = np.fromiter(self._seen, dtype=np.int64)
+            seen = x[ids]
+            # CTRL-style: shrink positive logits, push negative ones further down.
+            x[ids] = np.where(seen > 0, seen / cfg.repetition_penalty, seen * cfg.repetition_penalty)
+        if count_penalties:
+            ids = np.fromiter(self._counts.keys(), dtype=np.int64)
+            counts = np.fromiter(self._counts.values(), dtype=np.float32)
+            x[ids] -= cfg.presence_penalty + cfg.frequency_penalty * counts
+        for token, bias in cfg.logit_bias.items():
+            x[token] += bias
+        return x

@@ -1,0 +1,298 @@
+"""The device's content-addressed artifact store: blobs by sha256, staging, atomic installs.
+
+Layout under `root` (the daemon's data_dir/store):
+  blobs/<sha256>                  verified file contents, shared by every artifact that lists them
+  staging/<artifact_id>/          an unfinished push: manifest.json + <sha256>.part files
+  artifacts/<artifact_id>/        an installed artifact: links to blobs, manifest.json written last
+  tmp/, trash/                    installs being assembled and deletions in progress
+Only `artifacts/` is ever visible to ListModels/LoadModel, and a directory appears there by one
+rename, so no crash or refusal can leave a half-installed artifact visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgellm.common.errors import FailedPrecondition, NotFound, ResourceExhausted
+from edgellm.common.logs import get_logger
+from edgellm.device.artifact import Artifact
+from edgellm.device.store.manifest import MANIFEST, PushManifest, parse_manifest
+
+log = get_logger(__name__)
+
+FreeBytes = Callable[[Path], int]
+
+
+def disk_free(path: Path) -> int:
+    """Bytes an unprivileged process may still write on path's filesystem."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+@dataclass(frozen=True)
+class FileState:
+    """How much of one manifest file the store holds."""
+
+    path: str
+    size: int
+    have_bytes: int
+    complete: bool
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """What the store already holds of an artifact (for resume)."""
+
+    artifact_id: str
+    installed: bool
+    files: tuple[FileState, ...]
+
+    @property
+    def missing_bytes(self) -> int:
+        """Bytes still to be sent (counting each distinct blob once is the caller's business)."""
+        return sum(f.size - f.have_bytes for f in self.files)
+
+
+class ArtifactStore:
+    """Blobs, staging and installed artifacts under one root; all methods are synchronous."""
+
+    def __init__(
+        self,
+        root: Path,
+        quota_bytes: int = 0,
+        disk_reserve_bytes: int = 0,
+        free_bytes: FreeBytes = disk_free,
+    ) -> None:
+        self.root = root
+        self.quota_bytes = quota_bytes  # 0 = no quota
+        self.disk_reserve_bytes = disk_reserve_bytes
+        self.free_bytes = free_bytes
+        self.blobs = root / "blobs"
+        self.staging = root / "staging"
+        self.artifacts = root / "artifacts"
+        self.tmp = root / "tmp"
+        self.trash = root / "trash"
+        self.reserved: dict[str, int] = {}  # artifact_id -> bytes promised to a running push
+        for d in (self.blobs, self.staging, self.artifacts, self.tmp, self.trash):
+            d.mkdir(parents=True, exist_ok=True)
+        self._recover()
+
+    def _recover(self) -> None:
+        """Remove half-built installs and half-finished deletions left by a crash."""
+        for d in (self.tmp, self.trash):
+            for child in d.iterdir():
+                _remove(child)
+
+    # -- queries -------------------------------------------------------------------------------------
+    def blob(self, sha256: str) -> Path:
+        """Path of a blob (which may not exist)."""
+        return self.blobs / sha256
+
+    def part(self, artifact_id: str, sha256: str) -> Path:
+        """Path of a staged partial file."""
+        return self.staging / artifact_id / f"{sha256}.part"
+
+    def is_installed(self, artifact_id: str) -> bool:
+        """True if the artifact is installed (its manifest is in place)."""
+        return (self.artifacts / artifact_id / MANIFEST).is_file()
+
+    def status(self, manifest: PushManifest) -> StoreStatus:
+        """What is already here of manifest's files: complete blobs and staged prefixes."""
+        files = []
+        for f in manifest.files:
+            if self.blob(f.sha256).is_file():
+                have, done = f.size, True
+            else:
+                try:
+                    have = min(self.part(manifest.artifact_id, f.sha256).stat().st_size, f.size)
+                except FileNotFoundError:
+                    have = 0
+                done = False
+            files.append(FileState(f.path, f.size, have, done))
+        return StoreStatus(manifest.artifact_id, self.is_installed(manifest.artifact_id), tuple(files))
+
+    def known_manifest(self, artifact_id: str) -> PushManifest:
+        """The manifest of an installed or staged artifact, by id."""
+        for d in (self.artifacts, self.staging):
+            path = d / artifact_id / MANIFEST
+            if path.is_file():
+                return parse_manifest(path.read_bytes())
+        raise NotFound(f"artifact {artifact_id} is neither installed nor staged on this device")
+
+    def installed(self) -> list[Artifact]:
+        """Every installed artifact (unreadable ones are skipped and logged)."""
+        out = []
+        for d in sorted(self.artifacts.iterdir()):
+            try:
+                raw = (d / MANIFEST).read_bytes()
+                out.append(Artifact(path=d, manifest=json.loads(raw), artifact_id=d.name))
+            except (OSError, ValueError) as err:
+                log.warning("artifact_unreadable", path=str(d), error=str(err))
+        return out
+
+    def resolve(self, name: str) -> Artifact:
+        """An installed artifact by id, id prefix (8+ hex digits) or manifest name."""
+        arts = self.installed()
+        hits = [a for a in arts if a.artifact_id == name]
+        if not hits and len(name) >= 8:
+            hits = [a for a in arts if a.artifact_id.startswith(name)]
+        if not hits:
+            hits = [a for a in arts if a.manifest.get("name") == name]
+        if len(hits) > 1:
+            raise FailedPrecondition(f"{name!r} names {len(hits)} artifacts; use the artifact id")
+        if not hits:
+            raise NotFound(f"no installed artifact is called {name!r} (see `edgellm models`)")
+        return hits[0]
+
+    def used_bytes(self) -> int:
+        """Bytes held by blobs and staged parts."""
+        total = sum(p.stat().st_size for p in self.blobs.iterdir())
+        for d in self.staging.iterdir():
+            total += sum(p.stat().st_size for p in d.glob("*.part"))
+        return total
+
+    # -- admission -----------------------------------------------------------------------------------
+    def reserve(self, manifest: PushManifest, status: StoreStatus) -> int:
+        """Check quota and free disk for what is still missing, up front; return the bytes reserved."""
+        need = 0
+        seen: set[str] = set()
+        for f, st in zip(manifest.files, status.files, strict=True):
+            if f.sha256 not in seen:
+                seen.add(f.sha256)
+                need += f.size - st.have_bytes
+        others = sum(v for k, v in self.reserved.items() if k != manifest.artifact_id)
+        if self.quota_bytes:
+            used = self.used_bytes()
+            if used + others + need > self.quota_bytes:
+                raise ResourceExhausted(
+                    f"store quota exceeded: artifact needs {need} more bytes, store holds {used} of "
+                    f"{self.quota_bytes} (delete artifacts with `edgellm rm`)"
+                )
+        free = self.free_bytes(self.root)
+        if need + others + self.disk_reserve_bytes > free:
+            raise ResourceExhausted(
+                f"not enough free disk on the device: artifact needs {need} more bytes "
+                f"(+{self.disk_reserve_bytes} reserve), {free} free"
+            )
+        self.reserved[manifest.artifact_id] = need
+        return need
+
+    def release(self, artifact_id: str) -> None:
+        """Forget a push's reservation."""
+        self.reserved.pop(artifact_id, None)
+
+    # -- writes --------------------------------------------------------------------------------------
+    def begin(self, manifest: PushManifest) -> Path:
+        """Create (or reuse) the staging directory, manifest first so a restart knows the push."""
+        d = self.staging / manifest.artifact_id
+        d.mkdir(exist_ok=True)
+        m = d / MANIFEST
+        if not m.is_file():
+            _write_atomic(m, manifest.raw)
+        return d
+
+    def commit_blob(self, part: Path, sha256: str) -> None:
+        """Move a verified part into the blob store (identical content may already be there)."""
+        part.replace(self.blob(sha256))
+
+    def install(self, manifest: PushManifest) -> Artifact:
+        """Assemble the artifact in tmp/ from blobs, write its manifest last, rename into place."""
+        final = self.artifacts / manifest.artifact_id
+        if not self.is_installed(manifest.artifact_id):
+            missing = [f.path for f in manifest.files if not self.blob(f.sha256).is_file()]
+            if missing:
+                raise FailedPrecondition(f"cannot install: {len(missing)} files missing, e.g. {missing[0]}")
+            build = self.tmp / f"{manifest.artifact_id}.{uuid.uuid4().hex[:8]}"
+            build.mkdir()
+            try:
+                for f in manifest.files:
+                    dst = build / f.path
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    _link(self.blob(f.sha256), dst)
+                _write_atomic(build / MANIFEST, manifest.raw)
+                build.rename(final)
+            except OSError as err:
+                _remove(build)
+                if not self.is_installed(manifest.artifact_id):
+                    raise _disk_error(err) from err
+            _fsync_dir(self.artifacts)
+        _remove(self.staging / manifest.artifact_id)
+        return Artifact(path=final, manifest=manifest.doc, artifact_id=manifest.artifact_id)
+
+    def delete(self, artifact_id: str) -> Artifact:
+        """Remove an installed artifact (rename away first), then blobs nothing else references."""
+        art = next((a for a in self.installed() if a.artifact_id == artifact_id), None)
+        if art is None:
+            staged = self.staging / artifact_id
+            if staged.is_dir():
+                _remove(staged)
+                self.gc()
+                raise NotFound(f"artifact {artifact_id} was not installed; its staged push was discarded")
+            raise NotFound(f"no artifact {artifact_id} on this device")
+        doomed = self.trash / f"{artifact_id}.{uuid.uuid4().hex[:8]}"
+        art.path.rename(doomed)
+        _remove(doomed)
+        self.gc()
+        return art
+
+    def gc(self) -> int:
+        """Delete blobs no installed or staged manifest lists; return how many."""
+        live: set[str] = set()
+        for d in (self.artifacts, self.staging):
+            for m in d.glob(f"*/{MANIFEST}"):
+                with contextlib.suppress(OSError, ValueError):
+                    live.update(f.sha256 for f in parse_manifest(m.read_bytes()).files)
+        dead = [p for p in self.blobs.iterdir() if p.name not in live]
+        for p in dead:
+            p.unlink(missing_ok=True)
+        return len(dead)
+
+
+def _link(blob: Path, dst: Path) -> None:
+    """Hard-link a blob into an artifact; fall back to a symlink where links are refused.
+
+    Why the fallback: Android's SELinux policy forbids link(2) in app data directories on many
+    phones (Termux's own coreutils work around it the same way).
+    """
+    try:
+        os.link(blob, dst)
+    except PermissionError:
+        dst.symlink_to(os.path.relpath(blob, dst.parent))
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _disk_error(err: OSError) -> Exception:
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ResourceExhausted(f"the device's disk is full: {err}")
+    return err

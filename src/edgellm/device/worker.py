@@ -1,0 +1,170 @@
+"""The engine's one worker thread: a bounded queue of generations plus control tasks.
+
+MNN is not thread-safe, and `forward` releases the GIL, so a dedicated thread keeps the
+asyncio event loop free while the engine computes. Events cross back with
+`loop.call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from edgellm.common.errors import ResourceExhausted, Unavailable
+from edgellm.common.logs import get_logger
+
+log = get_logger(__name__)
+
+T = TypeVar("T")
+
+
+class _Closed:
+    """End-of-stream marker on a ticket's event queue."""
+
+
+@dataclass
+class Ticket:
+    """A queued generation: the worker fills `events`, the RPC drains them."""
+
+    request_id: str
+    run: Callable[[Ticket], None]
+    loop: asyncio.AbstractEventLoop
+    events: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    # Set when the RPC came back for the next event, i.e. the previous one was handed to gRPC.
+    delivered: threading.Event = field(default_factory=threading.Event)
+
+    def emit(self, event: object) -> None:
+        """Called on the worker thread: hand an event to the event loop."""
+        self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+
+    def emit_and_wait(self, event: object, timeout: float) -> None:
+        """Hand an event over and wait (bounded) until the RPC has passed it to gRPC.
+
+        Why: on a phone's few cores MNN's threads occupy every core during a forward; sending
+        the message while the next forward runs preempts them (their per-op barriers then stall
+        both). Letting the send finish first costs a fraction of a millisecond per token.
+        """
+        self.delivered.clear()
+        self.emit(event)
+        self.delivered.wait(timeout)
+
+    def cancel(self) -> None:
+        """Ask the worker to stop at the next token (or skip the job if still queued)."""
+        self.cancelled.set()
+        self.delivered.set()
+
+    async def stream(self) -> AsyncIterator[Any]:
+        """Yield events until the worker closes the ticket; re-raise a worker exception."""
+        while True:
+            self.delivered.set()
+            event = await self.events.get()
+            if isinstance(event, _Closed):
+                return
+            if isinstance(event, BaseException):
+                raise event
+            yield event
+
+
+class EngineWorker:
+    """Runs generations one at a time from a bounded queue, plus unbounded control tasks."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._jobs: deque[Ticket] = deque()
+        self._control: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._cv = threading.Condition()
+        self._stopping = False
+        self.active: Ticket | None = None
+        self._tickets: dict[str, Ticket] = {}
+        self._thread = threading.Thread(target=self._loop, name="engine-worker", daemon=True)
+        self._thread.start()
+
+    @property
+    def depth(self) -> int:
+        """Generations waiting (not counting the running one)."""
+        return len(self._jobs)
+
+    def submit(self, ticket: Ticket) -> None:
+        """Queue a generation or raise ResourceExhausted when the queue is full."""
+        with self._cv:
+            if self._stopping:
+                raise Unavailable("the daemon is shutting down")
+            if len(self._jobs) >= self.capacity:
+                raise ResourceExhausted(
+                    f"request queue is full ({self.capacity} waiting); retry later or raise --queue-size"
+                )
+            self._jobs.append(ticket)
+            self._tickets[ticket.request_id] = ticket
+            self._cv.notify()
+
+    def cancel(self, request_id: str) -> bool:
+        """Cancel a queued or running request by id."""
+        with self._cv:
+            ticket = self._tickets.get(request_id)
+        if ticket is None:
+            return False
+        ticket.cancel()
+        return True
+
+    def call(self, fn: Callable[[], T]) -> Future[T]:
+        """Run fn on the worker thread between generations (load, unload, config)."""
+        fut: Future[T] = Future()
+        with self._cv:
+            if self._stopping:
+                raise Unavailable("the daemon is shutting down")
+            self._control.append((fn, fut))
+            self._cv.notify()
+        return fut
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Cancel everything, finish the running token, and join the thread."""
+        with self._cv:
+            self._stopping = True
+            for t in self._jobs:
+                t.cancel()
+            if self.active is not None:
+                self.active.cancel()
+            self._cv.notify()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not (self._jobs or self._control or self._stopping):
+                    self._cv.wait()
+                if self._control:
+                    fn, fut = self._control.popleft()
+                    ticket = None
+                elif self._jobs:
+                    ticket = self._jobs.popleft()
+                    self.active = ticket
+                else:
+                    break  # stopping and drained
+            if ticket is None:
+                if fut.set_running_or_notify_cancel():
+                    try:
+                        fut.set_result(fn())
+                    except BaseException as exc:  # noqa: BLE001 - handed to the caller's future
+                        fut.set_exception(exc)
+                continue
+            try:
+                if ticket.cancelled.is_set():
+                    continue
+                ticket.run(ticket)
+            except BaseException as exc:  # noqa: BLE001 - handed to the RPC, which maps it
+                ticket.emit(exc)
+            finally:
+                ticket.emit(_Closed())
+                with self._cv:
+                    self.active = None
+                    self._tickets.pop(ticket.request_id, None)
+        # Drain whatever control tasks raced the stop.
+        while self._control:
+            _, fut = self._control.popleft()
+            fut.set_exception(Unavailable("the daemon is shutting down"))

@@ -1,0 +1,193 @@
+"""Check a real MNN artifact against the torch model it came from (next token + perplexity)."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from edgellm.common.paths import data_dir
+
+log = structlog.get_logger(__name__)
+
+EVAL_FILE = "wikitext2-test.txt"
+EVAL_TOKENS = 1024
+MAX_PPL_RATIO = 1.05  # MNN perplexity may be at most 5% above torch fp32
+MIN_AGREEMENT = 0.75  # share of PROMPTS whose greedy next token must match torch
+
+# Fixed prompts for next-token agreement: facts, code, chat and plain prose.
+PROMPTS: tuple[str, ...] = (
+    "The capital of France is",
+    "1, 2, 3, 4, 5,",
+    "def fibonacci(n):\n    if n < 2:\n        return",
+    "The quick brown fox jumps over the lazy",
+    "<|im_start|>user\nWhat is the largest planet in the solar system?<|im_end|>\n<|im_start|>assistant\n",
+    "Water boils at a temperature of 100 degrees",
+    "Once upon a time, there was a little girl who",
+    "In machine learning, a neural network is",
+)
+
+
+class ConversionCheckFailed(RuntimeError):
+    """The converted artifact disagrees with the torch model beyond tolerance."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Measured verification numbers, stored in the manifest."""
+
+    eval_file: str
+    eval_tokens: int
+    torch_ppl: float
+    mnn_ppl: float  # the worse of the two MNN paths; the gate applies to it
+    mnn_ppl_prefill: float
+    mnn_ppl_decode: float
+    ppl_ratio: float
+    agreement: float
+    agree_count: int
+    prompts: int
+    prefill_tokens_per_second: float
+    decode_tokens_per_second: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return asdict(self)
+
+
+def eval_token_ids(tokenizer: Any, n_tokens: int = EVAL_TOKENS) -> list[int]:
+    """First ``n_tokens`` token ids of the WikiText-2 test split."""
+    path = data_dir() / EVAL_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"evaluation text {path} missing; set EDGELLM_DATA_DIR")
+    text = path.read_text(encoding="utf-8")[: n_tokens * 16]  # plenty of characters
+    ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) < n_tokens:
+        raise ValueError(f"{path} yields only {len(ids)} tokens, need {n_tokens}")
+    return ids[:n_tokens]
+
+
+def perplexity(logits: np.ndarray, ids: list[int]) -> float:
+    """Perplexity of ``ids[1:]`` under per-position ``logits`` [T, V] (position t predicts t+1)."""
+    x = logits[:-1].astype(np.float64)  # [T-1, V]
+    if not np.isfinite(x).all():
+        raise ConversionCheckFailed("non-finite logits")
+    target = np.asarray(ids[1:])
+    top = x.max(axis=-1, keepdims=True)
+    logz = np.log(np.exp(x - top).sum(axis=-1)) + top[:, 0]
+    nll = logz - x[np.arange(len(target)), target]
+    return float(math.exp(nll.mean()))
+
+
+def torch_reference(hf_dir: Path, ids: list[int], prompts_ids: list[list[int]]) -> tuple[float, list[int]]:
+    """Torch fp32 perplexity on ``ids`` and greedy next token for each prompt."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32)
+    model.eval()  # type: ignore[no-untyped-call]
+    with torch.inference_mode():
+        logits = model(torch.tensor([ids])).logits[0]  # [T, V]
+        ppl = perplexity(logits.numpy(), ids)
+        nexts = [int(model(torch.tensor([p])).logits[0, -1].argmax()) for p in prompts_ids]
+    return ppl, nexts
+
+
+@dataclass(frozen=True)
+class MnnScores:
+    """Perplexity through both MNN code paths, and greedy next tokens for PROMPTS."""
+
+    ppl_prefill: float
+    ppl_decode: float
+    next_tokens: list[int]
+    prefill_seconds: float
+    decode_seconds: float
+
+
+def _logits(output: Any, rows: int) -> np.ndarray:
+    """Copy MNN logits into a fresh [rows, V] array."""
+    # Why copy: Var.read() is a view of MNN's output buffer, which the next forward()
+    # overwrites in place; keeping views silently turns every row into the last one.
+    return np.array(output.read(), dtype=np.float32, copy=True).reshape(rows, -1)
+
+
+def mnn_scores(artifact_dir: Path, ids: list[int], prompts_ids: list[list[int]]) -> MnnScores:
+    """Score ``ids`` with one prefill (all logits) and token by token (decode path)."""
+    import MNN.llm as mnn_llm
+
+    model = mnn_llm.create(str(artifact_dir / "config.json"))
+    # all_logits makes forward() return [1, T, V] instead of only the last position; set
+    # it before load() (toggling it later re-clones the module).
+    model.set_config({"all_logits": True})
+    model.load()
+    start = time.perf_counter()
+    ppl_prefill = perplexity(_logits(model.forward(ids), len(ids)), ids)
+    prefill_seconds = time.perf_counter() - start
+    # Decode path: one token per forward, as generation runs. With "memory": "low" MNN
+    # quantizes activations for multi-token prefill, so the two paths differ measurably.
+    model.reset()
+    start = time.perf_counter()
+    rows = [_logits(model.forward([token]), 1)[0] for token in ids]
+    decode_seconds = time.perf_counter() - start
+    ppl_decode = perplexity(np.stack(rows), ids)
+    nexts = []
+    for prompt in prompts_ids:
+        model.reset()
+        nexts.append(int(_logits(model.forward(prompt), len(prompt))[-1].argmax()))
+    model.reset()
+    return MnnScores(ppl_prefill, ppl_decode, nexts, prefill_seconds, decode_seconds)
+
+
+def verify(
+    artifact_dir: Path,
+    hf_dir: Path,
+    *,
+    n_tokens: int = EVAL_TOKENS,
+    max_ratio: float = MAX_PPL_RATIO,
+    min_agreement: float = MIN_AGREEMENT,
+) -> CheckResult:
+    """Measure the artifact against torch; raise ConversionCheckFailed when out of tolerance."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_dir))
+    ids = eval_token_ids(tokenizer, n_tokens)
+    prompts_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
+    torch_ppl, torch_next = torch_reference(hf_dir, ids, prompts_ids)
+    log.info("torch_reference_done", ppl=round(torch_ppl, 4))
+    scores = mnn_scores(artifact_dir, ids, prompts_ids)
+    mnn_ppl = max(scores.ppl_prefill, scores.ppl_decode)
+    mnn_next = scores.next_tokens
+    agree = sum(a == b for a, b in zip(torch_next, mnn_next, strict=True))
+    result = CheckResult(
+        eval_file=EVAL_FILE,
+        eval_tokens=len(ids),
+        torch_ppl=round(torch_ppl, 4),
+        mnn_ppl=round(mnn_ppl, 4),
+        mnn_ppl_prefill=round(scores.ppl_prefill, 4),
+        mnn_ppl_decode=round(scores.ppl_decode, 4),
+        ppl_ratio=round(mnn_ppl / torch_ppl, 4),
+        agreement=agree / len(PROMPTS),
+        agree_count=agree,
+        prompts=len(PROMPTS),
+        prefill_tokens_per_second=round(len(ids) / scores.prefill_seconds, 1),
+        decode_tokens_per_second=round(len(ids) / scores.decode_seconds, 1),
+    )
+    log.info("verify_done", **result.to_dict())
+    low = min(scores.ppl_prefill, scores.ppl_decode)
+    if not math.isfinite(mnn_ppl) or mnn_ppl / torch_ppl > max_ratio or low < 1.5:
+        # ppl near 1.0 means degenerate logits (seen with an invalid block size), not quality.
+        raise ConversionCheckFailed(
+            f"perplexity check failed: mnn prefill {scores.ppl_prefill:.3f} / decode "
+            f"{scores.ppl_decode:.3f} vs torch {torch_ppl:.3f} "
+            f"(ratio {mnn_ppl / torch_ppl:.3f}, limit {max_ratio})"
+        )
+    if result.agreement < min_agreement:
+        raise ConversionCheckFailed(
+            f"next-token agreement {agree}/{len(PROMPTS)} below {min_agreement:.0%}: "
+            f"torch {torch_next} vs mnn {mnn_next}"
+        )
+    return result

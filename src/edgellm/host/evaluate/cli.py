@@ -1,0 +1,57 @@
+"""`edgellm eval ARTIFACT_DIR`: perplexity of the real artifact (and fp reference when available)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `eval` subcommand."""
+    p = sub.add_parser("eval", help="perplexity / top-1 / KL of an MNN artifact on wikitext2-test")
+    p.add_argument("artifact", type=Path)
+    p.add_argument("--text", type=Path, default=None, help="evaluation text (default wikitext2-test)")
+    p.add_argument("--tokens", type=int, default=2048)
+    p.add_argument("--context", type=int, default=512)
+    p.add_argument("--stride", type=int, default=256)
+    p.add_argument(
+        "--reference", type=Path, default=None, help="fp HF checkpoint (default: from the manifest)"
+    )
+    p.add_argument("--kv", action="store_true", help="also measure INT8 KV cache (attention_mode 8/9/10)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Evaluate; a missing artifact or text exits 2."""
+    from edgellm.host.evaluate.artifact import evaluate_artifact, reference_dir
+    from edgellm.host.evaluate.evaluate import EvalConfig
+    from edgellm.host.evaluate.report import table
+    from edgellm.host.progress_bar import progress_bar
+
+    cfg = EvalConfig(text_file=ns.text, tokens=ns.tokens, context=ns.context, stride=ns.stride)
+    try:
+        with progress_bar("eval", enabled=not ns.json) as progress:
+            result = evaluate_artifact(
+                ns.artifact,
+                cfg,
+                ns.reference or reference_dir(ns.artifact),
+                (8, 9, 10) if ns.kv else (),
+                progress,
+            )
+    except (ValueError, FileNotFoundError) as exc:
+        sys.stderr.write(f"edgellm eval: {exc}\n")
+        return 2
+    if ns.json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return 0
+    sys.stdout.write(table(result["results"]) + "\n")
+    if "kv_cache" in result:
+        sys.stdout.write("KV cache (prefill half, decode half of each window):\n")
+        sys.stdout.write(table(result["kv_cache"], ("ppl", "tokens")) + "\n")
+    sys.stdout.write(
+        f"size {result['size_bytes'] / 1e6:.1f} MB, {cfg.tokens} tokens, context {cfg.context}\n"
+    )
+    return 0

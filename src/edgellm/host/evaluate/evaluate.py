@@ -1,0 +1,68 @@
+"""Score several models on the same windows of the same tokens, against an fp reference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgellm.common.paths import data_dir
+from edgellm.host.evaluate.metrics import Accumulator, log_softmax
+from edgellm.host.evaluate.scorers import Scorer
+from edgellm.host.evaluate.windows import windows
+
+EVAL_FILE = "wikitext2-test.txt"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What is measured: the first ``tokens`` tokens of ``text_file``, in fixed windows."""
+
+    text_file: Path | None = None  # default: wikitext2-test in the data directory
+    tokens: int = 2048
+    context: int = 512
+    stride: int = 256
+
+    def text(self) -> str:
+        """The evaluation text."""
+        path = self.text_file or data_dir() / EVAL_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"evaluation text {path} missing (set EDGELLM_DATA_DIR)")
+        return path.read_text(encoding="utf-8")[: self.tokens * 16]
+
+
+def take_tokens(ids: list[int], n: int) -> list[int]:
+    """The first ``n`` ids, refusing a text that is too short."""
+    if len(ids) < n:
+        raise ValueError(f"text yields only {len(ids)} tokens, need {n}")
+    return ids[:n]
+
+
+def evaluate(
+    ids: list[int],
+    scorers: dict[str, Scorer],
+    config: EvalConfig,
+    reference: str | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Perplexity per scorer; top-1 and KL against ``reference`` (one of the scorers) when given."""
+    accs = {name: Accumulator() for name in scorers}
+    wins = windows(len(ids), config.context, config.stride)
+    for k, win in enumerate(wins):
+        chunk = ids[win.begin : win.end]
+        targets = np.asarray(chunk[-win.n_scored :])
+        rows = slice(len(chunk) - 1 - win.n_scored, len(chunk) - 1)  # positions predicting targets
+        logps = {name: log_softmax(score(chunk)[rows]) for name, score in scorers.items()}
+        ref = logps.get(reference) if reference else None
+        for name, acc in accs.items():
+            acc.add(logps[name], targets, ref)
+        if progress:
+            progress((k + 1) / len(wins), f"window {k + 1}/{len(wins)}")
+    return {name: acc.result() for name, acc in accs.items()}
+
+
+def artifact_bytes(artifact: Path) -> int:
+    """Size of everything the phone loads (every regular file, hidden staging excluded)."""
+    return sum(p.stat().st_size for p in artifact.iterdir() if p.is_file() and not p.name.startswith("."))

@@ -1,0 +1,168 @@
+"""Apply a plan to a torch model, layer by layer, and collect the integer weights it produced.
+
+Layer inputs come from the already-quantized previous layers (as in GPTQ's sequential mode),
+so errors are corrected downstream. The model is left holding the dequantized weights: it *is*
+the torch quantized model that evaluation compares against the MNN artifact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import structlog
+import torch
+from torch import nn
+
+from edgellm.host.quantize.adapter import DecoderAdapter, adapter_for
+from edgellm.host.quantize.awq import AwqScale, AwqSearch, apply_scale
+from edgellm.host.quantize.gptq import GPTQ
+from edgellm.host.quantize.grid import QuantizedWeight, check_finite, rtn_quantize
+from edgellm.host.quantize.plan import LayerSpec, QuantPlan
+
+log = structlog.get_logger(__name__)
+Progress = Callable[[float, str], None]
+
+
+def _noop(_fraction: float, _message: str) -> None:
+    return None
+
+
+def _run_layer(
+    adapter: DecoderAdapter, model: nn.Module, layer: nn.Module, hidden: torch.Tensor, batch: int = 8
+) -> torch.Tensor:
+    """Run one decoder layer over every calibration sample: [N, T, H] -> [N, T, H]."""
+    outs = []
+    kwargs = adapter.layer_kwargs(model, hidden[:1])
+    for i in range(0, hidden.shape[0], batch):
+        out = layer(hidden[i : i + batch], **kwargs)
+        outs.append(out[0] if isinstance(out, tuple) else out)
+    return torch.cat(outs)
+
+
+def _collect(
+    adapter: DecoderAdapter,
+    model: nn.Module,
+    layer: nn.Module,
+    hidden: torch.Tensor,
+    sinks: Mapping[str, Callable[[torch.Tensor], None]],
+) -> None:
+    """One forward pass of ``layer`` feeding each named linear's input to its sink."""
+    handles = []
+    for short, sink in sinks.items():
+
+        def hook(
+            _m: nn.Module,
+            args: tuple[torch.Tensor, ...],
+            _out: torch.Tensor,
+            sink: Callable[[torch.Tensor], None] = sink,
+        ) -> None:
+            sink(args[0])
+
+        handles.append(layer.get_submodule(short).register_forward_hook(hook))
+    try:
+        _run_layer(adapter, model, layer, hidden)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _linear(parent: nn.Module, name: str) -> nn.Linear:
+    lin = parent.get_submodule(name)
+    if not isinstance(lin, nn.Linear):
+        raise TypeError(f"{name} is {type(lin).__name__}, not a Linear")
+    return lin
+
+
+@torch.no_grad()
+def quantize_model(
+    model: nn.Module,
+    plan: QuantPlan,
+    calib_ids: torch.Tensor | None,
+    progress: Progress = _noop,
+) -> tuple[dict[str, QuantizedWeight], list[AwqScale]]:
+    """Quantize ``model`` in place per ``plan``; return integer weights by module name and AWQ scales."""
+    adapter = adapter_for(model)
+    specs = plan.resolve(adapter.linear_names(model))
+    needs_data = any(s.method != "rtn" for s in specs.values())
+    if needs_data and calib_ids is None:
+        raise ValueError("AWQ and GPTQ need calibration data")
+    layers = adapter.layers(model)
+    hidden = adapter.embed(model, calib_ids) if needs_data and calib_ids is not None else None  # [N, T, H]
+    out: dict[str, QuantizedWeight] = {}
+    scales: list[AwqScale] = []
+    for i, layer in enumerate(layers):
+        prefix = f"model.layers.{i}."
+        spec: dict[str, LayerSpec] = {
+            k.removeprefix(prefix): v for k, v in specs.items() if k.startswith(prefix)
+        }
+        if hidden is not None:
+            scales += _awq_layer(adapter, model, layer, hidden, spec, prefix)
+            gptq = {s: GPTQ(_linear(layer, s)) for s, v in spec.items() if v.method == "gptq"}
+            if gptq:
+                # Linears in one sequential group read the same input: accumulate one Hessian each.
+                leaders = {g[0]: [s for s in g if s in gptq] for g in adapter.sequential}
+                leaders = {k: v for k, v in leaders.items() if v}
+                _collect(
+                    adapter, model, layer, hidden, {v[0]: gptq[v[0]].add_batch for v in leaders.values()}
+                )
+                for members in leaders.values():
+                    for s in members[1:]:
+                        gptq[s].hessian = gptq[members[0]].hessian
+        else:
+            gptq = {}
+        for short, v in spec.items():
+            lin = _linear(layer, short)
+            if short in gptq:
+                q = gptq[short].quantize(v.bits, v.block, act_order=plan.gptq_act_order)
+                gptq[short].free()
+            else:
+                q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=v.method == "awq")
+            lin.weight.copy_(q.dequantize().to(lin.weight.dtype))
+            out[prefix + short] = q
+        if hidden is not None:
+            hidden = _run_layer(adapter, model, layer, hidden)
+            check_finite(hidden, f"layer {i} output")
+        progress((i + 1) / (len(layers) + 1), f"layer {i + 1}/{len(layers)} quantized")
+    lm_head = model.get_output_embeddings()  # type: ignore[operator]
+    if not isinstance(lm_head, nn.Linear):
+        raise TypeError("model has no linear output embedding")
+    q = rtn_quantize(lm_head.weight, plan.lm_head_bits, plan.lm_head_block)
+    lm_head.weight.copy_(q.dequantize().to(lm_head.weight.dtype))
+    out["lm_head"] = q
+    progress(1.0, "lm_head quantized")
+    return out, scales
+
+
+def _awq_layer(
+    adapter: DecoderAdapter,
+    model: nn.Module,
+    layer: nn.Module,
+    hidden: torch.Tensor,
+    spec: dict[str, LayerSpec],
+    prefix: str,
+) -> list[AwqScale]:
+    """Search and fold AWQ scales for the groups of one layer whose linears use AWQ."""
+    searches: dict[int, AwqSearch] = {}
+    for gi, group in enumerate(adapter.scale_groups):
+        if not all(spec[s].method == "awq" for s in group.linears):
+            continue
+        prev = layer.get_submodule(group.prev)
+        lins = [layer.get_submodule(s) for s in group.linears]
+        if isinstance(prev, nn.Linear) and prev.out_features != lins[0].in_features:
+            continue  # grouped-query attention: v_proj's outputs are repeated into o_proj
+        searches[gi] = AwqSearch(lins)  # type: ignore[arg-type]
+    if not searches:
+        return []
+    sinks = {adapter.scale_groups[gi].linears[0]: s.add_batch for gi, s in searches.items()}
+    _collect(adapter, model, layer, hidden, sinks)
+    results = []
+    for gi, search in searches.items():
+        group = adapter.scale_groups[gi]
+        first = spec[group.linears[0]]
+        s, ratio, loss, base = search.search(first.bits, first.block)
+        search.free()
+        apply_scale(layer.get_submodule(group.prev), search.linears, s)
+        results.append(
+            AwqScale(prefix + group.prev, tuple(prefix + n for n in group.linears), s, ratio, loss, base)
+        )
+    return results

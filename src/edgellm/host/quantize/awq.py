@@ -1,0 +1,90 @@
+"""AWQ (Lin et al. 2023) activation-aware scale search, after mit-han-lab/llm-awq.
+
+Search returns data (:class:`AwqScale` per group) that ``apply_scale`` folds into the model:
+linears get ``W·diag(s)`` and the op feeding them gets ``1/s``, so the fp function is unchanged
+and the salient input channels land on a finer grid. The scaled weights are then rounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from edgellm.host.quantize.grid import check_finite, rtn_quantize
+
+
+@dataclass(frozen=True)
+class AwqScale:
+    """Search result for one group: per-input-channel scales and the ratio that won."""
+
+    prev: str
+    linears: tuple[str, ...]
+    scales: torch.Tensor  # [ic]
+    ratio: float
+    loss: float
+    base_loss: float
+
+
+class AwqSearch:
+    """Collect one group's inputs (``add_batch``), then ``search`` its scales; ``free`` after."""
+
+    def __init__(self, linears: list[nn.Linear], max_tokens: int = 2048) -> None:
+        self.linears = linears
+        self.max_tokens = max_tokens
+        self.inputs: list[torch.Tensor] = []
+        self.abs_sum = torch.zeros(linears[0].in_features)
+        self.count = 0
+
+    def add_batch(self, inp: torch.Tensor) -> None:
+        """Record the group's input activations ``inp`` [..., ic]."""
+        x = inp.detach().reshape(-1, inp.shape[-1]).to(torch.float32)  # [n, ic]
+        self.abs_sum += x.abs().sum(dim=0)
+        self.count += x.shape[0]
+        kept = sum(t.shape[0] for t in self.inputs)
+        if kept < self.max_tokens:
+            self.inputs.append(x[: self.max_tokens - kept].clone())
+
+    def search(self, bits: int, block: int, n_grid: int = 20) -> tuple[torch.Tensor, float, float, float]:
+        """Grid-search ``s = mean|x|^α`` (α in [0, 1)) minimising the group's output error."""
+        x = torch.cat(self.inputs)  # [n, ic]
+        x_mean = self.abs_sum / max(self.count, 1)  # [ic]
+        weights = [lin.weight.detach().to(torch.float32) for lin in self.linears]
+        w_all = torch.cat(weights)  # [sum oc, ic]
+        ref = x @ w_all.t()  # [n, sum oc]
+        best = (float("inf"), 0.0, torch.ones_like(x_mean))
+        base = float("nan")
+        for k in range(n_grid):
+            ratio = k / n_grid
+            s = x_mean.pow(ratio).clamp(min=1e-4)
+            s = s / (s.max() * s.min()).sqrt()
+            wq = rtn_quantize(w_all * s, bits, block).dequantize() / s
+            loss = float((x @ wq.t() - ref).pow(2).mean())
+            if k == 0:
+                base = loss
+            if loss < best[0]:
+                best = (loss, ratio, s)
+        check_finite(best[2], "AWQ scales")
+        return best[2], best[1], best[0], base
+
+    def free(self) -> None:
+        """Drop the cached activations."""
+        self.inputs = []
+
+
+@torch.no_grad()
+def apply_scale(prev: nn.Module, linears: list[nn.Linear], scales: torch.Tensor) -> None:
+    """Fold ``scales`` [ic] in: ``prev`` output ÷ s, each linear's input columns × s."""
+    if isinstance(prev, nn.Linear):
+        # Only the rows of prev's output that feed the scaled channels.
+        prev.weight.div_(scales.view(-1, 1).to(prev.weight.dtype))
+        if prev.bias is not None:
+            prev.bias.div_(scales.to(prev.bias.dtype))
+    else:
+        weight = getattr(prev, "weight", None)
+        if not isinstance(weight, torch.Tensor):
+            raise TypeError(f"cannot fold AWQ scales into {type(prev).__name__}")
+        weight.div_(scales.to(weight.dtype))
+    for lin in linears:
+        lin.weight.mul_(scales.view(1, -1).to(lin.weight.dtype))

@@ -1,0 +1,124 @@
+"""Faithful export: llmexport lays out the graph, then our integers replace its weights.
+
+llmexport would re-quantize the (already fake-quantized) weights on its own min/max grid,
+which moves GPTQ/AWQ weights whose blocks do not span all 16 codes. So every linear's codes and
+``[zero, scale]`` pairs are written over llmexport's, and read back to prove the artifact holds
+exactly the integers the torch quantized model was evaluated with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from edgellm.host.quantize import mnn_weights
+from edgellm.host.quantize.adapter import DecoderAdapter
+from edgellm.host.quantize.grid import QuantizedWeight
+from edgellm.host.quantize.plan import QuantPlan
+
+RunExport = Callable[[Path, Path, list[str]], None]
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """What the round-trip check proved."""
+
+    linears: int
+    round_trip_exact: bool
+    weight_bytes: int
+
+
+def run_llmexport(hf_dir: Path, out_dir: Path, extra: list[str]) -> None:
+    """Run llmexport through the converter's runner (which fixes its import and RoPE defects)."""
+    from edgellm.host.convert.llmexport_adapter import llmexport_dir
+
+    runner = Path(__file__).resolve().parent.parent / "convert" / "_llmexport_runner.py"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    # Why: llmexport imports its own `utils.*` as top-level modules (see the converter's adapter).
+    env["PYTHONPATH"] = str(llmexport_dir())
+    cmd = [sys.executable, str(runner), "--path", str(hf_dir.resolve()), "--dst_path", str(out_dir.resolve())]
+    # Why --mnnconvert "": its default binary path is relative to the cwd; "" selects pymnn's converter.
+    cmd += ["--export", "mnn", "--mnnconvert", "", *extra]
+    proc = subprocess.run(cmd, cwd=out_dir, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"llmexport failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-2000:]}")
+    (out_dir / ".export.log").unlink(missing_ok=True)
+
+
+def export_artifact(
+    model: nn.Module,
+    tokenizer_dir: Path,
+    plan: QuantPlan,
+    qweights: dict[str, QuantizedWeight],
+    adapter: DecoderAdapter,
+    out_dir: Path,
+    run_export: RunExport = run_llmexport,
+) -> ExportReport:
+    """Export ``model`` to ``out_dir`` with the integer weights in ``qweights`` carried through."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = out_dir / ".hf"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(str(staging))  # type: ignore[operator]
+    for f in tokenizer_dir.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")):
+            shutil.copy2(f, staging / f.name)
+    overrides = {
+        adapter.mnn_op_name(name): {
+            "bits": q.bits,
+            "block_size": 0 if q.block == q.codes.shape[1] else q.block,
+        }
+        for name, q in qweights.items()
+    }
+    qconf = out_dir / ".quant_config.json"
+    qconf.write_text(json.dumps(overrides, indent=1), encoding="utf-8")
+    extra = [
+        "--quant_bit", str(plan.bits), "--quant_block", str(plan.block),
+        "--lm_quant_bit", str(plan.lm_head_bits), "--lm_quant_block", str(plan.lm_head_block),
+        "--quant_config", str(qconf.resolve()),
+    ]  # fmt: skip
+    try:
+        run_export(staging, out_dir, extra)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        qconf.unlink(missing_ok=True)
+    report = carry_weights(out_dir, qweights, adapter)
+    for name in ("llm.mnn.json", "export_args.json"):  # debug dump and local paths: not shipped
+        (out_dir / name).unlink(missing_ok=True)
+    return report
+
+
+def carry_weights(
+    artifact: Path, qweights: dict[str, QuantizedWeight], adapter: DecoderAdapter
+) -> ExportReport:
+    """Write every integer weight into the artifact, then read each back and compare exactly."""
+    slots = mnn_weights.linears(mnn_weights.graph_json(artifact))
+    by_op = {adapter.mnn_op_name(n): q for n, q in qweights.items()}
+    missing = sorted(set(slots) - set(by_op))
+    if missing:
+        # A linear we did not quantize would keep llmexport's own rounding: refuse.
+        raise ValueError(f"exported graph has linears with no carried weights: {missing[:5]}")
+    unknown = sorted(set(by_op) - set(slots))
+    if unknown:
+        raise ValueError(f"quantized linears not found in the exported graph: {unknown[:5]}")
+    weight_file = artifact / "llm.mnn.weight"
+    for op, q in by_op.items():
+        mnn_weights.write(weight_file, slots[op], q)
+    for op, q in by_op.items():
+        back = mnn_weights.read(weight_file, slots[op])
+        same = (
+            torch.equal(back.codes, q.codes)
+            and torch.equal(back.scale, q.scale.to(torch.float32))
+            and torch.equal(back.zero, q.zero.to(torch.float32))
+        )
+        if not same:
+            raise AssertionError(f"{op}: weights read back from the artifact differ from the torch model's")
+    return ExportReport(linears=len(by_op), round_trip_exact=True, weight_bytes=weight_file.stat().st_size)

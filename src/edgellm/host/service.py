@@ -1,0 +1,61 @@
+"""HostService servicer: thin RPC methods over plain-Python cores.
+
+Quantize / Evaluate / ScanOperators / WatchJob come from :class:`JobRpcs` (long jobs that stream
+progress and survive client disconnects); Deploy runs `edgellm.host.deploy_job.deploy` the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from edgellm.common.errors import EdgeError, NotFound
+from edgellm.common.grpc_util import server_stream, unary
+from edgellm.common.logs import get_logger
+from edgellm.common.paths import cache_dir
+from edgellm.common.targets import resolve_target
+from edgellm.device.artifact import open_artifact
+from edgellm.device.service import artifact_info
+from edgellm.host.deploy_job import deploy
+from edgellm.host.job_rpcs import JobRpcs
+from edgellm.host.jobs import JobManager
+from edgellm.v1 import host_pb2, host_pb2_grpc
+
+log = get_logger(__name__)
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+
+
+class HostService(JobRpcs, host_pb2_grpc.HostServiceServicer):
+    """The host's gRPC service."""
+
+    def __init__(self, jobs: JobManager | None = None, artifacts_root: Path | None = None) -> None:
+        self.jobs = jobs or JobManager()
+        self.artifacts_root = artifacts_root or cache_dir() / "artifacts"
+
+    @server_stream
+    async def Deploy(self, request: host_pb2.DeployRequest, context: Ctx) -> AsyncIterator[host_pb2.JobEvent]:
+        """Push an artifact to a device daemon, load it, run a short generation; stream progress."""
+        if not request.artifact_dir:
+            raise NotFound("artifact_dir is required: the artifact directory on this host")
+        artifact = Path(request.artifact_dir)
+        open_artifact(artifact)  # refuse a missing or incomplete artifact before starting a job
+        target = resolve_target(request.target or None)
+        async for event in self._stream(self.jobs.submit("deploy", lambda p: deploy(artifact, target, p))):
+            yield event
+
+    @unary
+    async def ListArtifacts(
+        self, request: host_pb2.ListArtifactsRequest, context: Ctx
+    ) -> host_pb2.ListArtifactsResponse:
+        """Artifacts (valid manifests) under the host's artifact directory, by content id."""
+        infos = []
+        for path in sorted(self.artifacts_root.glob("*/manifest.json")):
+            try:
+                infos.append(artifact_info(open_artifact(path.parent), loaded=False))
+            except (EdgeError, OSError) as err:
+                log.info("artifact_skipped", path=str(path.parent), reason=str(err))
+        return host_pb2.ListArtifactsResponse(artifacts=infos)
