@@ -43,15 +43,21 @@ class GovernorConfig:
     trim_band_c: float = 1.0
     trim_limit_k: float = 3.0
     k_gap: float = 0.05  # ladder mode: positions per second per unit of ln(gap / target gap)
-    ki_gap: float = 0.01  # frontier mode: K of gap command per K·s of gap error
+    ki_gap: float = 0.03  # frontier mode: K of gap command per K·s of gap error (die: 5-15 s)
     probe: bool = True  # measure every rung at start (governor/probe.py) and run on the efficient frontier
     probe_hold_s: float = 40.0
     probe_margin_c: float = 1.5
+    learn_after_probe_s: float = 60.0  # the die keeps heating the skin after the hot probes: learn after
     start_rung: int = -1  # start on this rung (−1: the coolest) and release from there: no cold-start sprint
     gap_floor_k: float = 0.3
+    gap_median_n: int = 21
+    prefill_settle_s: float = 12.0  # after a prefill burst the die runs hot for ~10 s: hold the gap loop
+    idle_learn_s: float = 300.0  # EMA horizon of the idle gap learnt while pacing
+    k_sigma: float = 1.0  # the target gap is the model's less this many standard deviations  # EMA of the target gap: the model jitters per update, the skin does not
     duty_halving: float = 1.0  # past the last rung, the decode duty halves every this many positions
     min_duty: float = 0.05
-    quantum: float = 0.05  # positions move in steps of this size, with hysteresis
+    quantum: float = 0.05  # positions move in steps of this size
+    hysteresis: float = 0.0375  # ... and only once the wanted position is this far from the applied one
     headroom_limit: float = 0.85  # AThermal headroom (1.0 = SEVERE) above which the aim comes down
     k_headroom_c: float = 20.0  # K of aim per unit of headroom above the limit
     horizon_s: float = 420.0  # skin-only fallback: extrapolation horizon (phones: 300-600 s)
@@ -133,6 +139,9 @@ class ThermalController:
         start = c.start_rung if c.start_rung >= 0 else self.path.last
         self.position = self.applied = float(min(start, self.path.last))
         self.gap_integral = 0.0  # frontier mode
+        self.command: float | None = None
+        self.learn_from = -math.inf
+        self.gaps: deque[float] = deque(maxlen=c.gap_median_n)
         self.skin_ema: float | None = None
         self.integral = 0.0  # skin-only fallback
         self.last_t: float | None = None
@@ -161,8 +170,13 @@ class ThermalController:
         die_c: float | None = None,
         headroom: float | None = None,
         tokens_per_second: float | None = None,
+        prefill_age_s: float | None = None,
     ) -> Decision | None:
-        """Feed one measurement; return a Decision when the operating point changes."""
+        """Feed one measurement; return a Decision when the operating point changes.
+
+        die_c: the hottest CPU zone; headroom: AThermal's forecast (1.0 = SEVERE); tokens_per_second:
+        the decode rate over the last period; prefill_age_s: seconds since the last prefill burst.
+        """
         c = self.config
         dt = 0.0 if self.last_t is None else min(max(now - self.last_t, 0.0), 10.0)
         self.last_t = now
@@ -174,13 +188,24 @@ class ThermalController:
             self.prober = None
             self._skin_only_step(skin_c, aim, slope, dt)
             return self._select(now)
-        model = self.identifier.add(now, skin_c, die_c)
+        learn = not self.probing and now >= self.learn_from
+        model = self.identifier.add(now, skin_c, die_c, learn)
         if self.skin_ema is None:
             self.skin_ema = skin_c
         self.skin_ema += (skin_c - self.skin_ema) * min(dt / c.skin_filter_s, 1.0)
         excess = self.skin_ema - aim
         goal = aim - (c.kp_over_c if excess > 0 else c.kp_under_c) * excess
-        gap = max(die_c - skin_c, c.gap_floor_k)
+        # interquartile mean of the last gaps: a prefill burst (fastest cores, ~0.3 s per request) heats
+        # the die for ~10 s, which the integral followed into a 30 s dip of decode speed once per reply
+        # (ripple 0.37 on a hot tuning phone); a median kept the sensors' 0.1 °C steps, and on a hot
+        # phone 0.1 K of gap is a third of the budget
+        settling = prefill_age_s is not None and prefill_age_s < c.prefill_settle_s
+        if not settling or not self.gaps:
+            self.gaps.append(die_c - skin_c)
+        ordered = sorted(self.gaps)
+        cut = len(ordered) // 4  # interquartile mean: a prefill's die pulse lasts ~10 samples
+        core = ordered[cut : len(ordered) - cut] if cut else ordered
+        gap = max(sum(core) / len(core), c.gap_floor_k)
         target = max(model.gap_for(goal), c.gap_floor_k)
         mode = "ladder"
         if self.prober is not None and tokens_per_second is None:
@@ -190,12 +215,14 @@ class ThermalController:
             mode = "probe"
             if self.prober.done:
                 self.frontier = self.prober.frontier(c.min_duty)
+                self.learn_from = now + c.learn_after_probe_s
                 if self.frontier is not None:
                     self.position = self.frontier.position(target)
+                    self.command = target
                     self.applied = -1.0  # positions now live on the frontier: force the first selection
                     mode = "frontier"
         elif self.frontier is not None:
-            self._frontier_step(gap, target, dt)
+            self._frontier_step(gap, target, 0.0 if settling else dt)
             mode = "frontier"
         else:
             step = min(max(math.log(gap / target), -1.0), 1.0)
@@ -220,17 +247,28 @@ class ThermalController:
         return self._select(now)
 
     def _frontier_step(self, gap: float, target: float, dt: float) -> None:
-        """Gap command = model target + integral of the gap error, through the measured map to a position."""
+        """Integrate the gap error into a gap command; the measured frontier turns it into a position.
+
+        Pure integral (no feedforward of the target through the map): the map's idle end is a guess,
+        and a feedforward through it left a standing error that a slow integral then dragged on for
+        minutes (ripple 0.5 on a hot tuning phone). With the map only setting the loop gain, the
+        measured gap meets the target whatever the map's offset.
+        """
         c = self.config
         fr = self.frontier
-        assert fr is not None
-        command = target + self.gap_integral
+        assert fr is not None and self.command is not None
         error = target - gap
-        saturated = (command >= fr.max_gap_k and error > 0) or (command <= fr.min_gap_k and error < 0)
-        if not saturated:  # conditional integration: no wind-up against either end of the frontier
-            self.gap_integral += c.ki_gap * error * dt
-        command = min(max(target + self.gap_integral, fr.min_gap_k), fr.max_gap_k)
-        self.position = fr.position(command)
+        self.command += c.ki_gap * error * dt
+        self.command = min(max(self.command, fr.min_gap_k), fr.max_gap_k)  # no wind-up past either end
+        self.gap_integral = self.command - target
+        duty = self.current.duty
+        if duty < 0.9 and not self.current.blend:  # pacing the coolest rung: learn where idle really is
+            coolest = fr.hull[-1].gap_k
+            seen = (gap - duty * coolest) / (1.0 - duty)  # g(d) = idle + d·(g(1) − idle)
+            fr.idle_gap_k += (min(max(seen, 0.0), 0.95 * coolest) - fr.idle_gap_k) * min(
+                dt / c.idle_learn_s, 1.0
+            )
+        self.position = fr.position(self.command)
 
     def _skin_only_step(self, skin: float, aim: float, slope: float, dt: float) -> None:
         c = self.config
@@ -251,7 +289,7 @@ class ThermalController:
 
     def _select(self, now: float) -> Decision | None:
         q = self.config.quantum
-        if abs(self.position - self.applied) < 0.75 * q:  # hysteresis: hold until a clear step
+        if abs(self.position - self.applied) < self.config.hysteresis:  # hold until a clear step
             return None
         target = min(round(self.position / q) * q, self.max_depth)
         if target == self.applied:

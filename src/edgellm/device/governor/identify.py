@@ -91,8 +91,8 @@ class SkinIdentifier:
         a, b, c = (float(v) for v in self.theta)
         return SkinModel(a, b, c, self.ref_c if self.ref_c is not None else 25.0, self.updates)
 
-    def add(self, t: float, skin_c: float, die_c: float) -> SkinModel:
-        """Add one reading; every update_every_s, fold the window's slope into the estimate."""
+    def add(self, t: float, skin_c: float, die_c: float, learn: bool = True) -> SkinModel:
+        """Add one reading; every update_every_s, fold the window's slope into the estimate (if learn)."""
         cfg = self.config
         if self.ref_c is None:
             self.ref_c = skin_c
@@ -104,7 +104,8 @@ class SkinIdentifier:
         span = self.samples[-1][0] - self.samples[0][0]
         if t - self.last_update >= cfg.update_every_s and span >= 0.75 * cfg.window_s:
             self.last_update = t
-            self._update()
+            if learn:
+                self._update()
         return self.model
 
     def _update(self) -> None:

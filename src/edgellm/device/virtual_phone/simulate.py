@@ -176,7 +176,8 @@ def simulate(
         t = i * dt
         if ctl is not None and i % per_control == 0:
             die = sense(plant.cpu_zone_c) if die_sensor else None
-            d = ctl(sense(plant.skin_c), t, die_c=die, tokens_per_second=last_tps)
+            age = None if work.last_prefill_s is None else t - work.last_prefill_s
+            d = ctl(sense(plant.skin_c), t, die_c=die, tokens_per_second=last_tps, prefill_age_s=age)
             if d is not None:
                 decisions.append(d)
                 act = d.actuation

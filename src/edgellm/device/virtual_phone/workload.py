@@ -17,6 +17,7 @@ class Workload:
         self.ttfts: list[float] = []
         self.ttft_times: list[float] = []  # simulated time each first token came out
         self.now = 0.0
+        self.last_prefill_s: float | None = None  # simulated time the last prefill burst ran
 
     def advance(self, plant: ThermalPlant, act: Actuation, dt: float) -> tuple[float, float]:
         """Run dt seconds; return (tokens decoded, energy in joules above static). Nothing once shut down."""
@@ -27,6 +28,7 @@ class Workload:
         left, tokens, energy = dt, 0.0, 0.0
         while left > 1e-12:
             if self.prefill_left > 0:
+                self.last_prefill_s = self.now + (dt - left)
                 need = self.prefill_left / sp.prefill_tokens_per_second
                 s = min(need, left)
                 self.prefill_left -= s * sp.prefill_tokens_per_second
