@@ -53,7 +53,6 @@ class GovernorConfig:
     gap_median_n: int = 21
     prefill_settle_s: float = 12.0  # after a prefill burst the die runs hot for ~10 s: hold the gap loop
     idle_learn_s: float = 300.0  # EMA horizon of the idle gap learnt while pacing
-    k_sigma: float = 1.0  # the target gap is the model's less this many standard deviations  # EMA of the target gap: the model jitters per update, the skin does not
     duty_halving: float = 1.0  # past the last rung, the decode duty halves every this many positions
     min_duty: float = 0.05
     quantum: float = 0.05  # positions move in steps of this size

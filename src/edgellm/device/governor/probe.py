@@ -1,9 +1,10 @@
 """Measure each rung on this phone at start: its decode speed and the die-skin gap it settles at.
 
 While the phone is still cool (skin at least `margin_c` under the aim) the governor holds each rung
-for `hold_s` seconds of decoding, coolest first (so the first minute is never a sprint). The die settles in 5-15 s; the steady gap is the
-asymptote of g(t) = g_ss + A·exp(−t/τ) fitted over the hold (a small grid over τ, linear least
-squares for g_ss and A). Pure: readings and times in, a Frontier out (STYLE 12).
+for `hold_s` seconds of decoding, coolest first (so the first minute is never a sprint). The die
+settles in 5-15 s; the steady gap is the asymptote of g(t) = g_ss + A·exp(−t/τ) fitted over the
+hold (a small grid over τ, linear least squares for g_ss and A). Pure: readings and times in, a
+Frontier out (STYLE 12).
 """
 
 from __future__ import annotations
