@@ -47,6 +47,7 @@ class GovernorConfig:
     probe: bool = True  # measure every rung at start (governor/probe.py) and run on the efficient frontier
     probe_hold_s: float = 40.0
     probe_margin_c: float = 1.5
+    extend_after_s: float = 60.0  # at the frontier's top with heat to spare this long: probe a hotter rung
     learn_after_probe_s: float = 60.0  # the die keeps heating the skin after the hot probes: learn after
     start_rung: int = -1  # start on this rung (−1: the coolest) and release from there: no cold-start sprint
     gap_floor_k: float = 0.3
@@ -140,6 +141,7 @@ class ThermalController:
         self.gap_integral = 0.0  # frontier mode
         self.command: float | None = None
         self.learn_from = -math.inf
+        self.spare_since: float | None = None
         self.gaps: deque[float] = deque(maxlen=c.gap_median_n)
         self.skin_ema: float | None = None
         self.integral = 0.0  # skin-only fallback
@@ -223,6 +225,7 @@ class ThermalController:
         elif self.frontier is not None:
             self._frontier_step(gap, target, 0.0 if settling else dt)
             mode = "frontier"
+            self._maybe_extend(skin_c, aim, target, now)
         else:
             step = min(max(math.log(gap / target), -1.0), 1.0)
             self.position = min(max(self.position + c.k_gap * step * dt, 0.0), self.path.max_position)
@@ -244,6 +247,22 @@ class ThermalController:
         if mode == "probe":
             return self._set(self.prober.current if self.prober is not None else self.current, now, "probe")
         return self._select(now)
+
+    def _maybe_extend(self, skin: float, aim: float, target: float, now: float) -> None:
+        """At the top of the measured frontier with heat to spare for a minute: measure a hotter rung."""
+        c = self.config
+        fr, pr = self.frontier, self.prober
+        if fr is None or pr is None or not pr.remaining or skin > aim - c.probe_margin_c:
+            self.spare_since = None
+            return
+        if target < 1.1 * fr.max_gap_k or self.position > 0.0:
+            self.spare_since = None
+            return
+        if self.spare_since is None:
+            self.spare_since = now
+        elif now - self.spare_since >= c.extend_after_s:
+            pr.resume()
+            self.spare_since = None
 
     def _frontier_step(self, gap: float, target: float, dt: float) -> None:
         """Integrate the gap error into a gap command; the measured frontier turns it into a position.

@@ -113,7 +113,13 @@ class Frontier:
         tokens_cool = time_on_cool * cool.tokens_per_second
         tokens_hot = (1.0 - time_on_cool) * hot.tokens_per_second
         share_hot = tokens_hot / (tokens_hot + tokens_cool)
-        return replace(cool.actuation, blend_cpus=hot.actuation.cpus, blend=round(share_hot, 4))
+        hot_act = hot.actuation
+        return replace(
+            cool.actuation,
+            blend_cpus=hot_act.cpus,
+            blend=round(share_hot, 4),
+            blend_freq_cap=hot_act.freq_cap,
+        )
 
     def describe(self) -> str:
         """The hull as text, fastest first (for the decision log)."""

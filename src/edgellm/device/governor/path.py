@@ -52,4 +52,5 @@ class LadderPath:
         base = self.ladder[k]
         if share < 1e-6:
             return base
-        return replace(base, blend_cpus=self.ladder[k + 1].cpus, blend=round(share, 4))
+        nxt = self.ladder[k + 1]
+        return replace(base, blend_cpus=nxt.cpus, blend=round(share, 4), blend_freq_cap=nxt.freq_cap)

@@ -122,6 +122,19 @@ class Prober:
         self.step += 1
         self.held, self.samples = 0.0, []
 
+    @property
+    def remaining(self) -> int:
+        """Rungs not yet measured (hotter than every measured one)."""
+        return max(len(self.plan) - self.step, 0)
+
+    def resume(self) -> None:
+        """Measure the next hotter rung after all: the governor runs at the top of what it measured
+        and the skin model says there is heat to spare (probing had stopped on the headroom rule)."""
+        if self.remaining:
+            self.stopped = False
+            self.start_skin_c = None  # a fresh headroom budget from where the skin is now
+            self.held, self.samples = 0.0, []
+
     def frontier(self, min_duty: float) -> Frontier | None:
         """The measured frontier over the rungs measured so far, or None when none was."""
         if not self.results:

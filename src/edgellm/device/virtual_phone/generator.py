@@ -142,6 +142,7 @@ def _draw(rng: random.Random, name: str) -> dict[str, Any]:
         "trip_points_readable": rng.random() < 0.8,
         "static_to_skin_fraction": round(_u(rng, 0.0, 0.5), 3),
         "cpu_sensor_hotspot_k_per_w": round(_u(rng, 0.0, 3.0), 3),
+        "cpufreq_writable": rng.random() < 0.15,  # rooted phones: a minority
     }
 
 

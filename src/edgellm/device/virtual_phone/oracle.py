@@ -78,7 +78,8 @@ def families(ladder: list[Actuation], min_duty: float) -> list[Callable[[float],
         return lambda s: replace(rung, duty=min_duty + (1.0 - min_duty) * s)
 
     def blended(hot: Actuation, cool: Actuation) -> Callable[[float], Actuation]:
-        return lambda s: replace(cool, blend_cpus=hot.cpus, blend=s) if s > 0 else cool
+        mixed = replace(cool, blend_cpus=hot.cpus, blend_freq_cap=hot.freq_cap)
+        return lambda s: replace(mixed, blend=s) if s > 0 else cool
 
     return [paced(r) for r in ladder] + [blended(a, b) for a, b in itertools.permutations(ladder, 2)]
 

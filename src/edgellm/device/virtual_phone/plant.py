@@ -34,6 +34,7 @@ class ThermalPlant:
         self.battery_c = profile.ambient_c
         self.firmware = Firmware(profile.firmware)
         self.cpu_power_w = 0.0  # dynamic power of the last step (the CPU zone's hotspot)
+        self._act_cap: tuple[set[int], float] = (set(), 1.0)  # the actuation's own cap while computing
         self._speeds: dict[tuple[object, ...], Speeds] = {}  # speeds depend only on act + firmware state
         self._exponent = sum(cl.power_exponent for cl in profile.clusters) / len(profile.clusters)
 
@@ -63,8 +64,12 @@ class ThermalPlant:
         self.firmware.update(self.skin_c, dt, cpu_power_w, self._exponent)
 
     def freq_ghz(self, cluster: Cluster, unthrottled: bool = False) -> float:
-        """Current frequency of a cluster under the firmware caps (the phone runs at max otherwise)."""
-        return cluster.max_freq_ghz if unthrottled else self.firmware.cap_ghz(cluster.max_freq_ghz)
+        """Current frequency of a cluster under the firmware caps and the governor's own scaling_max_freq."""
+        if unthrottled:
+            return cluster.max_freq_ghz
+        cpus, fraction = self._act_cap
+        own = cluster.max_freq_ghz * fraction if cpus & set(cluster.cpus) else cluster.max_freq_ghz
+        return min(self.firmware.cap_ghz(cluster.max_freq_ghz), own)
 
     def isolated(self) -> set[int]:
         """CPUs the firmware has taken away."""
@@ -124,12 +129,24 @@ class ThermalPlant:
         sub-linearly with frequency. Prefill is compute-bound: thread factor x core rate.
         """
         fw = self.firmware
-        key = (act.threads, act.cpus, act.prefill_cpus, fw.level, fw.hold_fraction, fw.emergency)
+        key = (
+            act.threads,
+            act.cpus,
+            act.prefill_cpus,
+            act.freq_cap,
+            fw.level,
+            fw.hold_fraction,
+            fw.emergency,
+        )
         hit = self._speeds.get(key)
         if hit is None:
             if len(self._speeds) > 4096:
                 self._speeds.clear()
-            hit = self._speeds[key] = self._compute_speeds(act)
+            self._act_cap = (set(act.cpus) if act.freq_cap < 1.0 else set(), act.freq_cap)
+            try:
+                hit = self._speeds[key] = self._compute_speeds(act)
+            finally:
+                self._act_cap = (set(), 1.0)
         return hit
 
     def _compute_speeds(self, act: Actuation) -> Speeds:

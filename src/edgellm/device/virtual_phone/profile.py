@@ -61,6 +61,7 @@ class PhoneProfile:
     trip_points_readable: bool = True  # False: SELinux hides trip_point_*_temp (the governor falls back)
     static_to_skin_fraction: float = 0.0  # share of static power (screen, radios) heating the skin directly
     cpu_sensor_hotspot_k_per_w: float = 0.0  # the CPU zone reads die + this × CPU power (a hotspot)
+    cpufreq_writable: bool = False  # rooted: the governor may write scaling_max_freq
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -161,6 +162,7 @@ def profile_from_dict(d: dict[str, Any]) -> PhoneProfile:
         trip_points_readable=bool(d.get("trip_points_readable", True)),
         static_to_skin_fraction=float(d.get("static_to_skin_fraction", 0.0)),
         cpu_sensor_hotspot_k_per_w=float(d.get("cpu_sensor_hotspot_k_per_w", 0.0)),
+        cpufreq_writable=bool(d.get("cpufreq_writable", False)),
     )
     known = set(prof.cpus)
     if not set(prof.unmanaged_cpus) <= known:

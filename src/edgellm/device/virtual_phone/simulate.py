@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
+from edgellm.device.governor.cpufreq_caps import with_frequency_caps
 from edgellm.device.governor.ladder import CoreCluster, build_ladder
 from edgellm.device.virtual_phone.plant import ThermalPlant
 from edgellm.device.virtual_phone.profile import PhoneProfile
@@ -102,8 +103,9 @@ def comfort_limit(profile: PhoneProfile, config: GovernorConfig | None = None) -
 
 
 def phone_ladder(profile: PhoneProfile) -> list[Actuation]:
-    """The governor's ladder on this phone (what build_ladder makes of its topology)."""
-    return build_ladder(profile_clusters(profile), set(profile.cpus), profile.unmanaged_threads)
+    """The governor's ladder on this phone: build_ladder on its topology, with capped rungs if rooted."""
+    ladder = build_ladder(profile_clusters(profile), set(profile.cpus), profile.unmanaged_threads)
+    return with_frequency_caps(ladder) if profile.cpufreq_writable else ladder
 
 
 def unmanaged(profile: PhoneProfile) -> Actuation:
