@@ -9,6 +9,7 @@ original limits back on stop. Root path injectable: tests use a fake sysfs tree.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,11 +26,16 @@ class CpufreqCaps:
 
     name = "scaling_max_freq"
 
-    def __init__(self, root: Path = Path("/")) -> None:
+    def __init__(self, root: Path = Path("/"), enabled: bool | None = None) -> None:
         self.reason = ""
         self.domains: dict[tuple[int, ...], Path] = {}  # related cpus -> their scaling_max_freq
         self.original: dict[Path, int] = {}
         self.hw_max: dict[Path, int] = {}
+        # Why gated: a daemon run as root on a laptop would otherwise cap the laptop's own CPUs.
+        # Real sysfs is touched only on Android; a fake tree (any other root) always is.
+        if not (enabled if enabled is not None else (sys.platform == "android" or root != Path("/"))):
+            self.reason = "frequency caps are only written on Android"
+            return
         base = root / "sys/devices/system/cpu"
         for d in sorted(base.glob("cpu[0-9]*/cpufreq")):
             related = read_text(d / "related_cpus")

@@ -82,10 +82,14 @@ class VirtualPhoneRuntime:
         self._write_dynamic()
 
     def slowdown(self, act: Actuation | None) -> float:
-        """How much slower decode runs now than unthrottled at the same operating point (>= 1)."""
-        act = act or self.unmanaged()
-        now = self.plant.decode_cost(act)[0]
+        """How much slower the phone decodes now at act than unmanaged and cool (>= 1).
+
+        The real engine runs at its own speed whatever the virtual affinity, so each real step is
+        stretched by this ratio: slower rungs, blends and firmware caps all show in real tok/s
+        (which the governor's start-up probe measures).
+        """
+        now = self.plant.decode_cost(act or self.unmanaged())[0]
         engine, self.plant.firmware = self.plant.firmware, Firmware(self.profile.firmware)
-        cold = self.plant.decode_cost(act)[0]
+        cold = self.plant.decode_cost(self.unmanaged())[0]
         self.plant.firmware = engine
         return max(now / cold, 1.0)
