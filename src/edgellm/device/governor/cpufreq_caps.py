@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,8 +26,14 @@ class CpufreqCaps:
 
     name = "scaling_max_freq"
 
-    def __init__(self, root: Path = Path("/"), enabled: bool | None = None) -> None:
+    def __init__(
+        self,
+        root: Path = Path("/"),
+        enabled: bool | None = None,
+        write: Callable[[Path, str], object] | None = None,
+    ) -> None:
         self.reason = ""
+        self._write = write or (lambda path, text: path.write_text(text))
         self.domains: dict[tuple[int, ...], Path] = {}  # related cpus -> their scaling_max_freq
         self.original: dict[Path, int] = {}
         self.hw_max: dict[Path, int] = {}
@@ -49,7 +55,7 @@ class CpufreqCaps:
             try:
                 if not os.access(path, os.W_OK):
                     raise PermissionError("not writable")
-                path.write_text(f"{value}\n")  # a write of the same value proves we may write
+                self._write(path, f"{value}\n")  # a write of the same value proves we may write
             except OSError as err:
                 self.reason = f"{path} is not writable ({err}): needs root"
                 continue
@@ -73,7 +79,7 @@ class CpufreqCaps:
             share = fraction if wanted & set(related) else 1.0
             khz = int(self.hw_max[path] * min(max(share, 0.1), 1.0))
             try:
-                path.write_text(f"{khz}\n")
+                self._write(path, f"{khz}\n")
             except OSError as err:
                 log.warning("cpufreq_cap_failed", path=str(path), error=str(err))
 
@@ -81,7 +87,7 @@ class CpufreqCaps:
         """Put every domain back to the limit it had when we started."""
         for path, khz in self.original.items():
             try:
-                path.write_text(f"{khz}\n")
+                self._write(path, f"{khz}\n")
             except OSError as err:
                 log.warning("cpufreq_restore_failed", path=str(path), error=str(err))
 

@@ -17,7 +17,7 @@ import numpy as np
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.frontier import Frontier, Point
 
-TAU_GRID_S = tuple(float(t) for t in range(2, 31, 2))
+TAU_GRID_S = tuple(float(t) for t in range(2, 31))
 
 
 def settled_gap(times: Sequence[float], gaps: Sequence[float]) -> float:
