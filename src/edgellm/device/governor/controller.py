@@ -49,6 +49,7 @@ class GovernorConfig:
     probe_margin_c: float = 1.5
     extend_after_s: float = 60.0  # at the frontier's top with heat to spare this long: probe a hotter rung
     learn_after_probe_s: float = 60.0  # the die keeps heating the skin after the hot probes: learn after
+    probe_settle_s: float = 30.0  # after probing, hold the gap loop while the die leaves the hot probe
     start_rung: int = -1  # start on this rung (−1: the coolest) and release from there: no cold-start sprint
     gap_floor_k: float = 0.3
     gap_median_n: int = 21
@@ -142,6 +143,7 @@ class ThermalController:
         self.command: float | None = None
         self.learn_from = -math.inf
         self.spare_since: float | None = None
+        self.settle_until = -math.inf
         self.gaps: deque[float] = deque(maxlen=c.gap_median_n)
         self.skin_ema: float | None = None
         self.integral = 0.0  # skin-only fallback
@@ -200,7 +202,9 @@ class ThermalController:
         # the die for ~10 s, which the integral followed into a 30 s dip of decode speed once per reply
         # (ripple 0.37 on a hot tuning phone); a median kept the sensors' 0.1 °C steps, and on a hot
         # phone 0.1 K of gap is a third of the budget
-        settling = prefill_age_s is not None and prefill_age_s < c.prefill_settle_s
+        settling = (
+            prefill_age_s is not None and prefill_age_s < c.prefill_settle_s
+        ) or now < self.settle_until
         if not settling or not self.gaps:
             self.gaps.append(die_c - skin_c)
         ordered = sorted(self.gaps)
@@ -217,6 +221,10 @@ class ThermalController:
             if self.prober.done:
                 self.frontier = self.prober.frontier(c.min_duty)
                 self.learn_from = now + c.learn_after_probe_s
+                # the die is still at the last (hottest) probe's gap: start from the model's target
+                # and let the gap loop work once the die has settled on the new operating point
+                self.settle_until = now + c.probe_settle_s
+                self.gaps.clear()
                 if self.frontier is not None:
                     self.position = self.frontier.position(target)
                     self.command = target

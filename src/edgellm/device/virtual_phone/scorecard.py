@@ -29,7 +29,8 @@ class Score:
     throttled_s: float
     peak_skin_c: float
     over_comfort_c: float  # peak skin − comfort limit
-    ripple: float
+    ripple: float  # minutes 15-30: the bar
+    ripple_from_10min: float
     decay_10min: float
     unmanaged_tps: float | None
     oracle_actuation: str
@@ -76,6 +77,7 @@ def score(
             peak_skin_c=round(run.peak_skin_c, 2),
             over_comfort_c=round(run.peak_skin_c - comfort, 2),
             ripple=round(run.ripple if run.ripple is not None else 0.0, 4),
+            ripple_from_10min=round(run.ripple_from_10min if run.ripple_from_10min is not None else 0.0, 4),
             decay_10min=round(run.decay_10min if run.decay_10min is not None else 0.0, 4),
             unmanaged_tps=None if off is None else round(off.mean_tokens_per_second, 3),
             oracle_actuation=orc.actuation.describe(),
