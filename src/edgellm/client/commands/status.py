@@ -31,7 +31,7 @@ def governor_lines(g: device_pb2.GovernorState) -> list[str]:
         head += f"  headroom {g.thermal_headroom:.2f}"
     lines = [head]
     if g.model_tau_s:
-        lines.append(f"model    skin tau {g.model_tau_s:.0f} s  ambient {g.model_ambient_c:.1f} °C")
+        lines.append(f"skin     tau {g.model_tau_s:.0f} s  ambient {g.model_ambient_c:.1f} °C (identified)")
     if g.frontier:
         lines.append(f"frontier {g.frontier}")
     for kind in ("actuator", "sensor"):
