@@ -80,6 +80,7 @@ SCORE_COLS = [
     ("ripple_from_10min", "ripple 10-30 min"),
     ("decay_10min", "decay 10 min"),
     ("unmanaged_tps", "unmanaged tok/s"),
+    ("unmanaged_peak_skin_c", "unmanaged peak skin °C"),
     ("passed", "all bars"),
 ]
 
@@ -119,6 +120,7 @@ def summarise(scores: list[Score]) -> dict[str, Any]:
         "max_throttled_s": max(s.throttled_s for s in scores),
         "max_over_comfort_c": max(s.over_comfort_c for s in scores),
         "max_ripple": max(s.ripple for s in scores),
+        "max_unmanaged_peak_skin_c": max((s.unmanaged_peak_skin_c or 0.0) for s in scores),
     }
 
 

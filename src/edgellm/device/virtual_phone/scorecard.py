@@ -33,6 +33,7 @@ class Score:
     ripple_from_10min: float
     decay_10min: float
     unmanaged_tps: float | None
+    unmanaged_peak_skin_c: float | None  # the firmware holds an unmanaged phone (no 60 °C skins)
     oracle_actuation: str
 
     @property
@@ -80,6 +81,7 @@ def score(
             ripple_from_10min=round(run.ripple_from_10min if run.ripple_from_10min is not None else 0.0, 4),
             decay_10min=round(run.decay_10min if run.decay_10min is not None else 0.0, 4),
             unmanaged_tps=None if off is None else round(off.mean_tokens_per_second, 3),
+            unmanaged_peak_skin_c=None if off is None else round(off.peak_skin_c, 2),
             oracle_actuation=orc.actuation.describe(),
         ),
         run,
