@@ -174,6 +174,7 @@ def main() -> int:
     ap.add_argument("--sets", default="shipped,tuning,held-out")
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     ap.add_argument("--artifact", type=Path, default=None, help="also measure 1 Hz telemetry overhead")
     ap.add_argument("--tokens", type=int, default=200)
     ap.add_argument("--reps", type=int, default=5)
@@ -202,6 +203,8 @@ def main() -> int:
     if ns.artifact is not None:
         out["telemetry_overhead"] = asyncio.run(telemetry_overhead(ns.artifact, ns.tokens, ns.reps))
         text.append(json.dumps(out["telemetry_overhead"], indent=2))
+    if ns.out is not None:
+        ns.out.write_text(json.dumps(out, indent=2) + "\n")
     sys.stdout.write((json.dumps(out, indent=2) if ns.json else "\n\n".join(text)) + "\n")
     return 0
 
