@@ -9,44 +9,13 @@ from __future__ import annotations
 import ctypes
 import math
 from pathlib import Path
-from typing import Any
 
 from edgellm.device.governor.adpf import PerformanceHint
 from edgellm.device.governor.capabilities import survey
 from edgellm.device.governor.cpufreq_caps import CpufreqCaps, with_frequency_caps
 from edgellm.device.governor.headroom import ThermalHeadroom
 from edgellm.device.governor.ladder import CoreCluster, build_ladder
-
-
-class FakeLibAndroid:
-    """The NDK functions the adapters bind, recording calls (an attribute per C symbol)."""
-
-    def __init__(self, api: int = 34, headroom: float = 0.42, session: int = 0xBEEF) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-        self.headroom = headroom
-
-        def fn(name: str, result: Any) -> Any:
-            def call(*args: Any) -> Any:
-                self.calls.append((name, args))
-                return result() if callable(result) else result
-
-            return call
-
-        if api >= 30:
-            self.AThermal_acquireManager = fn("AThermal_acquireManager", 0x1234)
-            self.AThermal_getCurrentThermalStatus = fn("AThermal_getCurrentThermalStatus", 2)
-        if api >= 31:
-            self.AThermal_getThermalHeadroom = fn("AThermal_getThermalHeadroom", lambda: self.headroom)
-        if api >= 33:
-            self.APerformanceHint_getManager = fn("APerformanceHint_getManager", 0x5678)
-            self.APerformanceHint_createSession = fn("APerformanceHint_createSession", session)
-            self.APerformanceHint_updateTargetWorkDuration = fn(
-                "APerformanceHint_updateTargetWorkDuration", 0
-            )
-            self.APerformanceHint_reportActualWorkDuration = fn(
-                "APerformanceHint_reportActualWorkDuration", 0
-            )
-            self.APerformanceHint_closeSession = fn("APerformanceHint_closeSession", None)
+from tests.governor.fakes import FakeLibAndroid, fake_cpufreq
 
 
 def test_this_host_has_no_libandroid_and_the_adapters_say_so() -> None:
@@ -91,15 +60,6 @@ def test_performance_hint_is_unavailable_before_api_33_or_when_sessions_are_refu
     assert "API 33" in PerformanceHint(FakeLibAndroid(api=31)).reason
     refused = PerformanceHint(FakeLibAndroid(session=0))
     assert refused.available and not refused.open([1], 0.05) and "NULL" in refused.reason
-
-
-def fake_cpufreq(root: Path) -> None:
-    for cpu, (related, khz) in enumerate([("0 1", 2000000)] * 2 + [("2 3", 3000000)] * 2):
-        d = root / f"sys/devices/system/cpu/cpu{cpu}/cpufreq"
-        d.mkdir(parents=True)
-        (d / "related_cpus").write_text(related + "\n")
-        (d / "cpuinfo_max_freq").write_text(f"{khz}\n")
-        (d / "scaling_max_freq").write_text(f"{khz}\n")
 
 
 def denied(path: Path, text: str) -> None:
