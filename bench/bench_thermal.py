@@ -1,12 +1,14 @@
 """Thermal benchmark: 30 simulated minutes per phone, the governor against the oracle (and unmanaged).
 
-Three sets: the shipped profiles (governor on/off + oracle: ≥ 1.2× unmanaged, no firmware throttling,
-10-minute decay ≤ 10%), the tuning set (what the governor's settings were fitted on, beside) and the
+Four sets: the shipped profiles (governor on/off + oracle: ≥ 1.2× unmanaged, no firmware throttling,
+10-minute decay ≤ 10%), issue 18's warm-case sd8gen3 (ambient +5 °C, capacities ×0.8, resistances
+×1.25), the tuning set (what the governor's settings were fitted on, beside) and the
 held-out set (never tuned on: ≥ 0.9× the oracle, no firmware throttling, skin ≤ comfort + 0.5 °C,
 steady-state ripple ≤ 15%). Also (with --artifact) measures on the real engine that a 1 Hz telemetry
 stream does not slow decode. Usage:
-    python bench/bench_thermal.py [--minutes 30] [--plot docs/governor_thermal.png] [--json]
-                                  [--sets shipped,tuning,held-out] [--artifact .cache/artifacts/default]
+    python bench/bench_thermal.py [--minutes 30] [--plot docs/governor_thermal.png] [--json] [--out F]
+                                  [--sets shipped,warm-case,tuning,held-out]
+                                  [--artifact .cache/artifacts/default]
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from typing import Any
 from edgellm.client.plot import Trace, plot_traces
 from edgellm.device.virtual_phone.generator import held_out_profiles, tuning_profiles
 from edgellm.device.virtual_phone.oracle import oracle
-from edgellm.device.virtual_phone.profile import list_profiles, load_profile
+from edgellm.device.virtual_phone.profile import (
+    PhoneProfile,
+    list_profiles,
+    load_profile,
+    profile_from_dict,
+    warm_case,
+)
 from edgellm.device.virtual_phone.scorecard import Score, score
 from edgellm.device.virtual_phone.simulate import SimResult, simulate
 
@@ -110,6 +118,11 @@ def shipped(minutes: float) -> tuple[list[dict[str, Any]], dict[str, Any], list[
     return rows, verdicts, results
 
 
+def warm_case_phones() -> list[PhoneProfile]:
+    """Issue 18's example phone: sd8gen3 in a case on a warm day (not held out: the issue showed it)."""
+    return [profile_from_dict(warm_case())]
+
+
 def summarise(scores: list[Score]) -> dict[str, Any]:
     """Worst case of each bar over a set."""
     return {
@@ -171,7 +184,7 @@ def main() -> int:
     """Run the chosen sets; print the tables (or JSON); plot the shipped profiles."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=30.0)
-    ap.add_argument("--sets", default="shipped,tuning,held-out")
+    ap.add_argument("--sets", default="shipped,warm-case,tuning,held-out")
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -190,7 +203,12 @@ def main() -> int:
             ns.plot.parent.mkdir(parents=True, exist_ok=True)
             title = f"{ns.minutes:.0f} simulated minutes per profile"
             plot_traces([trace(r) for r in results], ns.plot, title=title)
-    for label, profiles in (("tuning", tuning_profiles), ("held-out", held_out_profiles)):
+    sets_of_phones = (
+        ("warm-case", warm_case_phones),
+        ("tuning", tuning_profiles),
+        ("held-out", held_out_profiles),
+    )
+    for label, profiles in sets_of_phones:
         if label not in sets:
             continue
         scores = [score(p, ns.minutes, unmanaged=True)[0] for p in profiles()]

@@ -9,7 +9,13 @@ import pytest
 
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.virtual_phone.plant import ThermalPlant
-from edgellm.device.virtual_phone.profile import PROFILE_DIR, list_profiles, load_profile, profile_from_dict
+from edgellm.device.virtual_phone.profile import (
+    PROFILE_DIR,
+    list_profiles,
+    load_profile,
+    profile_from_dict,
+    warm_case,
+)
 from edgellm.device.virtual_phone.simulate import SimResult, simulate
 
 PUBLISHED = {1: 12.4, 5: 9.1, 10: 6.2, 15: 4.1, 30: 3.8}  # Snapdragon 8 Gen 3 CPU decode, DESIGN.md
@@ -87,18 +93,6 @@ def test_firmware_monitor_levels_engage_and_release_with_hysteresis() -> None:
     plant.skin_c = first.clear_skin_c - 0.01
     plant.update_firmware()
     assert plant.level == 0
-
-
-def warm_case() -> dict[str, Any]:
-    """The issue's phone in a case on a warm day: ambient +5 °C, capacities ×0.8, resistances ×1.25."""
-    data = raw()
-    data["name"] = "sd8gen3-warm-case"
-    data["ambient_c"] += 5
-    for node in ("die", "skin"):
-        data[node]["heat_capacity_j_per_k"] *= 0.8
-    data["die"]["thermal_resistance_to_skin_k_per_w"] *= 1.25
-    data["skin"]["thermal_resistance_to_ambient_k_per_w"] *= 1.25
-    return data
 
 
 def test_firmware_holds_the_skin_of_a_warm_phone_like_a_thermal_engine() -> None:

@@ -185,3 +185,15 @@ def load_profile(name_or_path: str | Path) -> PhoneProfile:
     if not path.exists():
         raise FileNotFoundError(f"no phone profile {name_or_path!r} (shipped: {', '.join(list_profiles())})")
     return profile_from_dict(json.loads(path.read_text()))
+
+
+def warm_case(name: str = "sd8gen3") -> dict[str, Any]:
+    """Issue 18's phone in a case on a warm day: ambient +5 °C, heat capacities ×0.8, resistances ×1.25."""
+    data: dict[str, Any] = json.loads((PROFILE_DIR / f"{name}.json").read_text())
+    data["name"] = f"{name}-warm-case"
+    data["ambient_c"] += 5
+    for node in ("die", "skin"):
+        data[node]["heat_capacity_j_per_k"] *= 0.8
+    data["die"]["thermal_resistance_to_skin_k_per_w"] *= 1.25
+    data["skin"]["thermal_resistance_to_ambient_k_per_w"] *= 1.25
+    return data
