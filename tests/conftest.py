@@ -1,4 +1,8 @@
-"""Shared fixtures: the real default artifact and real daemons on port 0."""
+"""Shared fixtures: the real default artifact and real daemons on port 0.
+
+Every test that uses the real model (the `default_artifact` fixture, directly or through `daemon`,
+`engine`, ...) is marked `model`: `pytest -m "not model"` runs the rest in well under a minute.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,15 @@ import pytest_asyncio
 
 from edgellm.common.paths import default_artifact_dir
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2_grpc
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs the real model artifact as `model`."""
+    for item in items:
+        if "default_artifact" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.model)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import pytest_asyncio
 from edgellm.client.push import Pusher, PushProgress, load_local
 from edgellm.device.artifact import open_artifact
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 
@@ -331,6 +331,6 @@ async def test_memory_admission_refuses_a_model_that_does_not_fit(tmp_path: Path
         with pytest.raises(grpc.RpcError) as err:
             await _acall(d.port, lambda s: s.LoadModel(req))
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "MiB" in str(err.value.details())
-        assert d.core.engine is None
+        assert d.core.status().model is None
     finally:
         await d.stop(0)

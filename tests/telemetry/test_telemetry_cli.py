@@ -9,7 +9,7 @@ import pytest
 
 from edgellm.cli import main
 from edgellm.client.commands.config import parse_pairs
-from edgellm.device.server import RunningDaemon
+from edgellm.device.rpc.server import RunningDaemon
 
 
 def test_config_pairs() -> None:

@@ -11,7 +11,8 @@ import grpc
 import pytest
 
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import RunningDaemon, start_server
+from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 # The generated stubs type the sync API; the aio channel's calls are awaitable/async-iterable.
@@ -153,7 +154,7 @@ async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Pa
             model=default_artifact,
             data_dir=tmp_path,
             virtual_phone="sd8gen3",
-            governor_policy="off",
+            governor_policy=GovernorPolicy.OFF,
             virtual_phone_time_scale=0.001,  # hold the plant where the test puts it
         )
     )
