@@ -7,7 +7,7 @@ Every test that uses the real model (the `default_artifact` fixture, directly or
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -63,6 +63,6 @@ async def daemon_stub(daemon: RunningDaemon) -> AsyncIterator[device_pb2_grpc.De
 
 
 @pytest.fixture
-def repo_root() -> Iterator[Path]:
+def repo_root() -> Path:
     """The repository root."""
-    yield Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parent.parent

@@ -42,18 +42,18 @@ async def test_a_job_runs_in_its_callers_log_context() -> None:
 
 async def test_the_queue_is_bounded_and_a_cancelled_queued_job_never_runs() -> None:
     worker = EngineWorker(capacity=1)
-    release = threading.Event()
+    started, release = threading.Event(), threading.Event()
     ran: list[str] = []
 
     def run(t: Ticket) -> None:
         ran.append(t.request_id)
+        started.set()
         release.wait(5)
 
     try:
         first, second = ticket("a", run), ticket("b", run)
         worker.submit(first)
-        while worker.active is None:  # "a" is running, so "b" waits in the queue
-            await asyncio.sleep(0.001)
+        assert await asyncio.to_thread(started.wait, 5)  # "a" is running, so "b" waits in the queue
         worker.submit(second)
         with pytest.raises(ResourceExhausted, match="queue is full"):
             worker.submit(ticket("c", run))
