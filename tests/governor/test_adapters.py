@@ -14,7 +14,8 @@ from edgellm.device.governor.adpf import PerformanceHint
 from edgellm.device.governor.capabilities import survey
 from edgellm.device.governor.cpufreq_caps import CpufreqCaps, with_frequency_caps
 from edgellm.device.governor.headroom import ThermalHeadroom
-from edgellm.device.governor.ladder import CoreCluster, build_ladder
+from edgellm.device.governor.ladder import build_ladder
+from edgellm.device.telemetry.cpu import CoreCluster
 from tests.governor.fakes import FakeLibAndroid, fake_cpufreq
 
 

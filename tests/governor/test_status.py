@@ -10,7 +10,7 @@ import pytest
 
 from edgellm.cli import main
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon, start_server
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.governor.identify import IdentifyConfig
 
 
@@ -13,7 +14,7 @@ class GovernorConfig:
     """Controller settings, the same on every phone: chosen on the shipped profiles and the tuning set
     with bench/tune_governor.py, never on the held-out set (virtual_phone/generator.py)."""
 
-    policy: str = "thermal"  # thermal | off (fastest rung, no pacing) | pinned (hold one actuation)
+    policy: GovernorPolicy = GovernorPolicy.THERMAL  # off: fastest rung, no pacing; pinned: hold one
     setpoint_c: float | None = None  # the comfort limit; None: first skin trip − margin_c, else fallback
     margin_c: float = 1.5
     fallback_setpoint_c: float = 37.0  # below the coolest first skin trip we know of (39 °C) − margin
