@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.common.runtime import Runtime
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core import DaemonCore
 from edgellm.device.kv_window import WindowPolicy, eviction_range, system_prompt_length
@@ -65,13 +66,13 @@ async def test_int8_kv_refuses_to_slide_by_erase(tmp_path: Path) -> None:
     core = DaemonCore(DaemonConfig(port=0, data_dir=tmp_path, kv_window=256, kv_quant="int8"))
     try:
         with pytest.raises(FailedPrecondition, match="reprefill"):
-            core.engine_config()
+            core.engine_config(Runtime())
         ok = DaemonCore(
             DaemonConfig(
                 port=0, data_dir=tmp_path / "b", kv_window=256, kv_quant="int8", kv_method="reprefill"
             )
         )
-        assert ok.engine_config().attention_mode == 10
+        assert ok.engine_config(Runtime()).attention_mode == 10
         await ok.close()
     finally:
         await core.close()

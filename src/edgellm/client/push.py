@@ -10,8 +10,9 @@ from pathlib import Path
 
 import grpc
 
+from edgellm.common.manifest import MANIFEST, FileEntry
+from edgellm.common.push_manifest import PUSH_STATUS_KEY, PushManifest, parse_manifest
 from edgellm.common.push_wire import encode_chunk, encode_manifest
-from edgellm.device.store.manifest import MANIFEST, PUSH_STATUS_KEY, FileEntry, PushManifest, parse_manifest
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 CHUNK_BYTES = 1 << 20

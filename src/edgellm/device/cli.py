@@ -36,7 +36,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="erase",
         help="slide by erasing in place (keeps positions) or by re-prefilling the kept tokens",
     )
-    p.add_argument("--kv-quant", choices=("fp", "int8"), default="fp", help="KV cache precision")
+    p.add_argument(
+        "--kv-quant",
+        choices=("fp", "int8", "int8_k", "int8_kv"),
+        default=None,
+        help="KV cache precision over the artifact's own (default: the artifact's, fp unless it was "
+        "quantized with --kv); int8 = int8_kv",
+    )
     p.add_argument(
         "--kv-tiers",
         default="",

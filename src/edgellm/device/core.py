@@ -13,6 +13,7 @@ from pathlib import Path
 
 from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound
 from edgellm.common.logs import get_logger
+from edgellm.common.runtime import KV_CACHE_MODES, Runtime, kv_cache_mode, kv_cache_name
 from edgellm.device.admission import admit, kv_bytes, memory_need
 from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
@@ -82,7 +83,8 @@ class DaemonCore:
     async def load(self, path: Path) -> LoadInfo:
         """Load an artifact on the worker thread (replacing any loaded one) and warm it up."""
         artifact = open_artifact(path)
-        self.check_memory(artifact)
+        config = self.engine_config(artifact.runtime)
+        self.check_memory(artifact, config.attention_mode)
 
         def _load() -> LoadInfo:
             self.state = "loading"
@@ -90,7 +92,7 @@ class DaemonCore:
             if old is not None:
                 old.close()
             try:
-                engine = MnnEngine(artifact, self.engine_config())
+                engine = MnnEngine(artifact, config)
                 engine.load()
                 policy = self.window_policy()
                 policy.validate(engine.context_length)
@@ -105,7 +107,7 @@ class DaemonCore:
                 policy,
                 engine.special_id("<|im_start|>"),
                 engine.special_id("<|im_end|>"),
-                can_grow=lambda extra: self.can_hold_kv(artifact, extra),
+                can_grow=lambda extra: self.can_hold_kv(artifact, extra, config.attention_mode),
             )
             self.state = "idle"
             return LoadInfo(artifact, engine.load_ms, engine.warmup_ms)
@@ -116,26 +118,41 @@ class DaemonCore:
         self._notify(True)
         return info
 
-    def engine_config(self) -> EngineConfig:
-        """Runtime settings for the next load."""
-        kv = {"fp": 8, "int8": 10}
-        if self.config.kv_quant not in kv:
-            raise ValueError(f"kv_quant must be one of {sorted(kv)}, got {self.config.kv_quant!r}")
-        if self.config.kv_quant == "int8":
+    def engine_config(self, runtime: Runtime) -> EngineConfig:
+        """Runtime settings for an artifact: its own, with the daemon's --kv-quant (if set) over them."""
+        mode = runtime.attention_mode
+        if self.config.kv_quant is not None:
+            mode = kv_cache_mode(self.config.kv_quant)
+            if mode != runtime.attention_mode:
+                # The daemon's flag wins over what the artifact was built with: say so, once per load.
+                log.info(
+                    "runtime_override",
+                    key="attention_mode",
+                    artifact=runtime.attention_mode,
+                    daemon=mode,
+                    reason="edgellm daemon --kv-quant",
+                )
+        if mode != KV_CACHE_MODES["fp"]:
             if self.config.kv_window and self.config.kv_method == "erase":
                 # Why refuse: with quantized KV, mnn 3.6.1's erase keeps nothing after the erased
                 # range (CPUKVCacheManager::onRealloc) while positions count on: silent garbage.
                 raise FailedPrecondition(
-                    "kv_quant int8 cannot slide the window by erase: MNN 3.6.1 drops every cached token "
-                    "after an erased range when the KV cache is quantized (docs/engine.md); "
-                    "use --kv-method reprefill or --kv-quant fp"
+                    f"KV cache {kv_cache_name(mode)} cannot slide the window by erase: MNN 3.6.1 drops "
+                    "every cached token after an erased range when the KV cache is quantized "
+                    "(docs/engine.md); use --kv-method reprefill or --kv-quant fp"
                 )
             # Measured with mnn 3.6.1 (docs/engine.md): INT8 keys are stored relative to a running
             # max that moves between forwards and is never added back, so chunked prefills take
             # SmolLM2's wikitext-2 perplexity from 10.98 to ~32. Check a device's figure with
             # bench/bench_kv.py before relying on it.
-            log.warning("kv_int8_lossy", measured_ppl_fp=10.98, measured_ppl_int8=32.1)
-        return EngineConfig(threads=self.threads, attention_mode=kv[self.config.kv_quant])
+            log.warning("kv_int8_lossy", attention_mode=mode, measured_ppl_fp=10.98, measured_ppl_int8=32.1)
+        return EngineConfig(
+            threads=self.threads,
+            precision=runtime.precision,
+            memory=runtime.memory,
+            dynamic_option=runtime.dynamic_option,
+            attention_mode=mode,
+        )
 
     def window_policy(self) -> WindowPolicy:
         """The daemon's sliding-window policy."""
@@ -149,10 +166,9 @@ class DaemonCore:
         first_budget = policy.budgets[0] if policy.budgets else context_length
         return max(1, min(self.config.warmup_tokens, first_budget - 8))
 
-    def can_hold_kv(self, artifact: Artifact, extra_tokens: int) -> bool:
+    def can_hold_kv(self, artifact: Artifact, extra_tokens: int, attention_mode: int) -> bool:
         """Whether MemAvailable covers `extra_tokens` more KV positions plus the margin."""
-        per_value = 1 if self.config.kv_quant == "int8" else 4
-        need = kv_bytes(artifact, extra_tokens, per_value) + self.config.memory_margin_bytes
+        need = kv_bytes(artifact, extra_tokens, attention_mode) + self.config.memory_margin_bytes
         return read_meminfo(self.config.proc_root).available_bytes >= need
 
     def request_policy(self, job: GenerationJob, context_length: int) -> WindowPolicy:
@@ -180,10 +196,10 @@ class DaemonCore:
             return Path(name)
         raise NotFound(f"no installed artifact or artifact directory called {name!r} (see `edgellm models`)")
 
-    def check_memory(self, artifact: Artifact) -> None:
+    def check_memory(self, artifact: Artifact, attention_mode: int) -> None:
         """Refuse (ResourceExhausted) a model that MemAvailable cannot hold with its KV budget."""
         c = self.config
-        need = memory_need(artifact, c.kv_window or c.kv_budget_tokens, c.memory_margin_bytes)
+        need = memory_need(artifact, c.kv_window or c.kv_budget_tokens, c.memory_margin_bytes, attention_mode)
         freed = self.engine.artifact.size_bytes if self.engine is not None else 0
         admit(need, read_meminfo(c.proc_root), freed)
 

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from edgellm.common.errors import FailedPrecondition, Unavailable
 from edgellm.common.logs import get_logger
+from edgellm.common.runtime import DEFAULT_RUNTIME
 from edgellm.common.token_table import TokenTable
 from edgellm.device.artifact import Artifact
 
@@ -24,13 +25,13 @@ class EngineConfig:
     """Runtime settings applied when the model loads."""
 
     threads: int = 2
-    precision: str = "low"  # MNN: low = fp16/bf16 compute where the CPU has it
     power: str = "normal"  # MNN: high = big cores, low = little cores
-    memory: str = "low"  # MNN: low = keep weights quantized, quantize activations at run time
-    # MNN dynamic_option 2: quantize activations per block (the weight block) instead of per
-    # channel; on SmolLM2 INT4 b32 it moves the first answer token back to torch's (docs/engine.md).
-    dynamic_option: int = 2
-    attention_mode: int = 8  # 8 = flash attention, fp KV; 9 = INT8 K; 10 = INT8 K and V
+    # The artifact's runtime keys (edgellm.common.runtime.Runtime says what each does); the daemon
+    # builds this from the artifact's manifest (core.engine_config), these are only the defaults.
+    precision: str = DEFAULT_RUNTIME.precision
+    memory: str = DEFAULT_RUNTIME.memory
+    dynamic_option: int = DEFAULT_RUNTIME.dynamic_option
+    attention_mode: int = DEFAULT_RUNTIME.attention_mode
     use_mmap: bool = False
     all_logits: bool = False  # prefill returns every position's logits (for scoring text)
 

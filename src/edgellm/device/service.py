@@ -11,6 +11,7 @@ import grpc
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.grpc_util import client_stream, server_stream, unary
+from edgellm.common.push_manifest import PUSH_STATUS_KEY, parse_manifest
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.artifact import Artifact
 from edgellm.device.core import VERSION, DaemonCore
@@ -18,8 +19,7 @@ from edgellm.device.generation import Delta, Finished, Stats
 from edgellm.device.governor.remote import apply_update
 from edgellm.device.push import PushReceiver
 from edgellm.device.requests import job_from
-from edgellm.device.store import StoreStatus, parse_manifest
-from edgellm.device.store.manifest import PUSH_STATUS_KEY
+from edgellm.device.store import StoreStatus
 from edgellm.device.telemetry.messages import governor_message, sample_message
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
@@ -45,14 +45,11 @@ def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
     m = artifact.manifest
     return common_pb2.ArtifactInfo(
         artifact_id=artifact.artifact_id,
-        name=artifact.name,
-        source_model=str(m.get("source", {}).get("name", "")),
-        quantization=artifact.quantization_label,
-        size_bytes=artifact.size_bytes,
-        files=[
-            common_pb2.ArtifactFile(path=f["path"], size=int(f["size"]), sha256=f.get("sha256", ""))
-            for f in m.get("files", [])
-        ],
+        name=m.name,
+        source_model=m.source.name,
+        quantization=m.quantization.label,
+        size_bytes=m.size_bytes,
+        files=[common_pb2.ArtifactFile(path=f.path, size=f.size, sha256=f.sha256) for f in m.files],
         loaded=loaded,
     )
 
@@ -212,10 +209,10 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         self, request: device_pb2.DeleteArtifactRequest, context: Ctx
     ) -> device_pb2.DeleteArtifactResponse:
         """Delete an installed artifact; the loaded one is refused."""
-        art = self.core.store.resolve(request.artifact_id)
-        if self._is_loaded(art.artifact_id):
-            raise FailedPrecondition(f"artifact {art.artifact_id[:12]} is loaded; unload it first")
-        self.core.store.delete(art.artifact_id)
+        artifact_id = self.core.store.resolve_dir(request.artifact_id).name  # any schema can be deleted
+        if self._is_loaded(artifact_id):
+            raise FailedPrecondition(f"artifact {artifact_id[:12]} is loaded; unload it first")
+        self.core.store.delete(artifact_id)
         return device_pb2.DeleteArtifactResponse()
 
     @unary

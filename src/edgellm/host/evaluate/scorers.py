@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from edgellm.common.mnn_llm import MnnLlm
 
 
 class Scorer(Protocol):
@@ -33,22 +32,17 @@ class TorchScorer:
 
 
 class MnnScorer:
-    """The real MNN artifact through ``MNN.llm``, reset before every window."""
+    """The real MNN artifact through ``MNN.llm`` (all logits), reset before every window."""
 
     def __init__(self, artifact: Path, overrides: dict[str, Any] | None = None) -> None:
-        mnn_llm = import_mnn_llm()
-
         self.artifact = artifact
-        self.llm = mnn_llm.create(str(artifact / "config.json"))
         # all_logits must be set before load(): forward() then returns every position.
-        self.llm.set_config({"all_logits": True, **(overrides or {})})
-        self.llm.load()
+        self.llm = MnnLlm(artifact / "config.json", {"all_logits": True, **(overrides or {})})
 
     def __call__(self, ids: list[int]) -> np.ndarray:
         """Logits [T, V] of one prefill."""
         self.llm.reset()
-        out = np.asarray(self.llm.forward(ids).read(), dtype=np.float32)
-        return out.reshape(len(ids), -1)
+        return self.llm.forward(ids)
 
     def decode(self, ids: list[int]) -> np.ndarray:
         """Logits [T, V] feeding one token per forward, as generation does (reads the KV cache back).
@@ -58,34 +52,8 @@ class MnnScorer:
         logits no longer matched the prefill's), so every token goes through the decode path.
         """
         self.llm.reset()
-        rows = [np.asarray(self.llm.forward([t]).read(), dtype=np.float32).reshape(1, -1) for t in ids]
-        return np.concatenate(rows)
+        return self.llm.decode_each(ids)
 
     def tokenize(self, text: str) -> list[int]:
         """The artifact's own tokenizer."""
-        return list(self.llm.tokenizer_encode(text))
-
-
-def import_mnn_llm() -> Any:
-    """``MNN.llm``, imported with C-level stdout sent to stderr.
-
-    Why: the mnn 3.6.1 wheel prints "The device supports: ..." to fd 1 when it loads, which
-    would corrupt ``--json`` output on stdout.
-    """
-    if "MNN.llm" in sys.modules:
-        return sys.modules["MNN.llm"]
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        import MNN.llm as mnn_llm
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    return mnn_llm
-
-
-def artifact_config(artifact: Path) -> dict[str, Any]:
-    """The artifact's runtime config (config.json)."""
-    doc: dict[str, Any] = json.loads((artifact / "config.json").read_text(encoding="utf-8"))
-    return doc
+        return self.llm.tokenize(text)
