@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -19,13 +19,10 @@ from edgellm.v1 import device_pb2_grpc
 @pytest.fixture(scope="session")
 def default_artifact() -> Path:
     """The real default artifact (built once by `make artifact`, or here if missing)."""
-    env = os.environ.get("EDGELLM_DEFAULT_ARTIFACT")
-    path = Path(env) if env else default_artifact_dir()
-    if not (path / "manifest.json").exists():
-        from edgellm.host.convert.pipeline import ensure_default_artifact
+    from edgellm.host.convert.pipeline import ensure_default_artifact
 
-        path = ensure_default_artifact(path)
-    return path
+    env = os.environ.get("EDGELLM_DEFAULT_ARTIFACT")
+    return ensure_default_artifact(Path(env) if env else default_artifact_dir())
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +49,6 @@ async def daemon_stub(daemon: RunningDaemon) -> AsyncIterator[device_pb2_grpc.De
 
 
 @pytest.fixture
-def repo_root() -> Iterator[Path]:
+def repo_root() -> Path:
     """The repository root."""
-    yield Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parent.parent
