@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgellm.common.mnn_llm import MnnLlm
+from edgellm.common.mnn_llm import MnnLlm, rows
 from edgellm.device.governor.actuators import set_process_affinity
 
 
@@ -29,22 +29,22 @@ def measure(config: Path, threads: int, pin: set[int] | None, prompt: int, decod
     # Why through MnnLlm: it applies the settings as a dict before load(). An earlier version
     # passed json.dumps(...), which pymnn 3.6.1 ignores, so thread_num stayed at config.json's.
     t0 = time.perf_counter()
-    llm = MnnLlm(config, {"thread_num": threads, "backend_type": "cpu", "precision": "low"})
+    llm = MnnLlm.open(config, {"thread_num": threads, "backend_type": "cpu", "precision": "low"})
     load_s = time.perf_counter() - t0
     full = set(os.sched_getaffinity(0))
     if pin is not None:
         pin_all_threads(pin)
-    ids = llm.tokenize("The history of the city " * 40)[:prompt]
+    ids = llm.encode("The history of the city " * 40)[:prompt]
     best_p, best_d = 0.0, 0.0
     for _ in range(2):
         llm.reset()
         t = time.perf_counter()
-        logits = llm.forward(ids)[-1]
+        logits = rows(llm.forward(ids))[-1]
         best_p = max(best_p, len(ids) / (time.perf_counter() - t))
         tok = int(np.argmax(logits))
         t = time.perf_counter()
         for _ in range(decode):
-            tok = int(np.argmax(llm.forward([tok])[-1]))
+            tok = int(np.argmax(rows(llm.forward([tok]))[-1]))
         best_d = max(best_d, decode / (time.perf_counter() - t))
     pin_all_threads(full)
     del llm

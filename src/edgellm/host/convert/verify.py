@@ -18,9 +18,10 @@ import numpy as np
 import structlog
 
 from edgellm.common.manifest import Checks
-from edgellm.common.mnn_llm import MnnLlm
+from edgellm.common.mnn_llm import MnnLlm, host_threads, rows
 from edgellm.common.paths import data_dir
 from edgellm.host.evaluate.evaluate import EVAL_FILE
+from edgellm.host.evaluate.scorers import decode_each
 
 log = structlog.get_logger(__name__)
 
@@ -95,20 +96,19 @@ def mnn_scores(artifact_dir: Path, ids: list[int], prompts_ids: list[list[int]])
     """Score ``ids`` with one prefill (all logits) and token by token (decode path)."""
     # all_logits makes forward() return [T, V] instead of only the last position; it must be
     # set before load() (toggling it later re-clones the module).
-    model = MnnLlm(artifact_dir / "config.json", {"all_logits": True})
+    model = MnnLlm.open(artifact_dir / "config.json", {"thread_num": host_threads(), "all_logits": True})
     start = time.perf_counter()
-    ppl_prefill = perplexity(model.forward(ids), ids)
+    ppl_prefill = perplexity(rows(model.forward(ids)), ids)
     prefill_seconds = time.perf_counter() - start
     # Decode path: one token per forward, as generation runs. With "memory": "low" MNN
     # quantizes activations for multi-token prefill, so the two paths differ measurably.
-    model.reset()
     start = time.perf_counter()
-    ppl_decode = perplexity(model.decode_each(ids), ids)
+    ppl_decode = perplexity(decode_each(model, ids), ids)
     decode_seconds = time.perf_counter() - start
     nexts = []
     for prompt in prompts_ids:
         model.reset()
-        nexts.append(int(model.forward(prompt)[-1].argmax()))
+        nexts.append(int(rows(model.forward(prompt))[-1].argmax()))
     model.reset()
     return MnnScores(ppl_prefill, ppl_decode, nexts, prefill_seconds, decode_seconds)
 

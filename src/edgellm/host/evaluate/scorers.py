@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edgellm.common.mnn_llm import MnnLlm
+from edgellm.common.mnn_llm import MnnLlm, host_threads, rows
 
 
 class Scorer(Protocol):
@@ -37,12 +37,13 @@ class MnnScorer:
     def __init__(self, artifact: Path, overrides: dict[str, Any] | None = None) -> None:
         self.artifact = artifact
         # all_logits must be set before load(): forward() then returns every position.
-        self.llm = MnnLlm(artifact / "config.json", {"all_logits": True, **(overrides or {})})
+        settings = {"thread_num": host_threads(), "all_logits": True, **(overrides or {})}
+        self.llm = MnnLlm.open(artifact / "config.json", settings)
 
     def __call__(self, ids: list[int]) -> np.ndarray:
         """Logits [T, V] of one prefill."""
         self.llm.reset()
-        return self.llm.forward(ids)
+        return rows(self.llm.forward(ids))
 
     def decode(self, ids: list[int]) -> np.ndarray:
         """Logits [T, V] feeding one token per forward, as generation does (reads the KV cache back).
@@ -51,9 +52,14 @@ class MnnScorer:
         multi-token all-logits prefill from Python did not continue the prefilled context (its
         logits no longer matched the prefill's), so every token goes through the decode path.
         """
-        self.llm.reset()
-        return self.llm.decode_each(ids)
+        return decode_each(self.llm, ids)
 
     def tokenize(self, text: str) -> list[int]:
         """The artifact's own tokenizer."""
-        return self.llm.tokenize(text)
+        return self.llm.encode(text)
+
+
+def decode_each(llm: MnnLlm, ids: list[int]) -> np.ndarray:
+    """From an empty cache, feed ``ids`` one token per forward (the generation path): logits [T, V]."""
+    llm.reset()
+    return np.concatenate([rows(llm.forward([t]))[-1:] for t in ids])
