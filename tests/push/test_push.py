@@ -283,7 +283,8 @@ async def test_quota_refusal_leaves_store_as_it_was(tmp_path: Path) -> None:
 async def test_disk_full_on_a_small_filesystem(tmp_path: Path) -> None:
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=False).returncode:
+    mount = ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)]
+    if (await asyncio.to_thread(subprocess.run, mount, check=False)).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root); the quota test covers the refusal path")
     try:
         d = await _start(mnt / "data")
@@ -295,7 +296,7 @@ async def test_disk_full_on_a_small_filesystem(tmp_path: Path) -> None:
         finally:
             await d.stop(0)
     finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+        await asyncio.to_thread(subprocess.run, ["umount", str(mnt)], check=False)
 
 
 async def test_concurrent_pushes(dev: RunningDaemon, tmp_path: Path) -> None:
