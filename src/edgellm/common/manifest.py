@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import types
-from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.runtime import Runtime, kv_value_bytes
+from edgellm.common.typed_json import FieldError, read_dataclass
 
 # Version 2: one vocabulary for convert and quantize, typed sections, runtime settings, source.hf_dir.
 SCHEMA_VERSION = 2
@@ -253,7 +253,11 @@ class ArtifactManifest:
         if not isinstance(doc, dict):
             raise ManifestInvalid("the manifest must be a JSON object")
         check_schema(doc.get("schema_version", None), "schema_version" in doc)
-        parsed: ArtifactManifest = _parse(cls, doc, "")
+        try:
+            parsed: ArtifactManifest = read_dataclass(cls, doc)
+        except FieldError as err:
+            known = "" if err.known is None else f"; schema {SCHEMA_VERSION} knows {err.known}"
+            raise ManifestInvalid(f"{str(err).replace('the document', 'the manifest')}{known}") from None
         return parsed
 
     def to_dict(self) -> dict[str, Any]:
@@ -279,67 +283,3 @@ def check_schema(version: object, present: bool = True) -> None:
             f"manifest schema_version {version!r} is {age} the supported schema_version "
             f"{SCHEMA_VERSION}: {rebuild}, or use the edgellm that wrote it"
         )
-
-
-# -- the generic field reader: one walk over the dataclasses' type hints ------------------------------
-
-
-def _parse(cls: type[Any], value: Any, where: str) -> Any:
-    name = where or "the manifest"
-    if not isinstance(value, dict):
-        raise ManifestInvalid(f"{name} must be an object, got {type(value).__name__}")
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(value) - known)
-    if unknown:
-        raise ManifestInvalid(
-            f"{name} has unknown field(s) {unknown}; schema {SCHEMA_VERSION} knows {sorted(known)}"
-        )
-    hints = get_type_hints(cls)
-    kwargs: dict[str, Any] = {}
-    for f in fields(cls):
-        path = f"{where}.{f.name}" if where else f.name
-        if f.name not in value:
-            if f.default is MISSING and f.default_factory is MISSING:
-                raise ManifestInvalid(f"{path} is missing")
-            continue
-        kwargs[f.name] = _value(hints[f.name], value[f.name], path)
-    try:
-        return cls(**kwargs)
-    except (ValueError, TypeError) as err:
-        raise ManifestInvalid(f"{name}: {err}") from None
-
-
-def _value(kind: Any, value: Any, path: str) -> Any:
-    origin, args = get_origin(kind), get_args(kind)
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, value, path)
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise ManifestInvalid(f"{path} must be a list, got {type(value).__name__}")
-        return tuple(_value(args[0], v, f"{path}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ManifestInvalid(f"{path} must be an object, got {type(value).__name__}")
-        if args[1] is Any:
-            return value
-        return {str(k): _value(args[1], v, f"{path}.{k}") for k, v in value.items()}
-    if is_dataclass(kind):
-        return _parse(kind, value, path)  # type: ignore[arg-type]
-    return _scalar(kind, value, path)
-
-
-def _scalar(kind: Any, value: Any, path: str) -> Any:
-    ok = {
-        int: isinstance(value, int) and not isinstance(value, bool),
-        float: isinstance(value, (int, float)) and not isinstance(value, bool),
-        bool: isinstance(value, bool),
-        str: isinstance(value, str),
-    }
-    if kind not in ok:
-        raise TypeError(f"no reader for {kind!r} at {path}")  # a schema bug, not bad input
-    if not ok[kind]:
-        raise ManifestInvalid(f"{path} must be {kind.__name__}, got {value!r}")
-    return float(value) if kind is float else value
