@@ -92,7 +92,11 @@ def report(result: dict[str, Any]) -> str:
 
     lines = []
     if "auto" in result:
-        lines.append(f"auto candidates (torch, {result['auto']['held_out']}):")
+        a = result["auto"]
+        lines.append(
+            f"auto candidates (torch, {a['held_out']}; fp {a['held_out_fp_ppl']:.3f}, "
+            f"target {a['target_ppl']:.3f}):"
+        )
         lines += [
             f"  k={c['k']:>3} INT8 units  size {c['size_bytes'] / 1e6:7.2f} MB  ppl {c['ppl']:.3f}"
             for c in result["auto"]["candidates"]
