@@ -159,3 +159,15 @@ async def test_a_model_that_is_not_loaded_is_not_found(
         fake_stub, device_pb2.GenerateRequest(prompt="hi", max_new_tokens=2, model="fake-model")
     )
     assert ok[-1].finish_reason == device_pb2.FINISH_REASON_LENGTH
+
+
+async def test_a_constraint_the_daemon_cannot_enforce_is_refused_not_ignored(
+    fake_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
+) -> None:
+    request = device_pb2.GenerateRequest(
+        prompt="hi", max_new_tokens=4, constraint=device_pb2.OutputConstraint(json_object=True)
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await collect(fake_stub, request)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "constrain" in (err.value.details() or "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 
-from edgellm.common.errors import InvalidArgument
+from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.device.config import DaemonConfig
 from edgellm.device.generation import GenerationJob
 from edgellm.device.rpc.wire import job_from
@@ -43,6 +43,9 @@ def check_generate(req: device_pb2.GenerateRequest, config: DaemonConfig) -> Non
     t = req.sampling.temperature
     if math.isnan(t) or t < 0:
         raise InvalidArgument(f"sampling.temperature must be >= 0 (0 = greedy), got {t}")
+    if req.HasField("constraint"):
+        # Never answer unconstrained when a constraint was asked for.
+        raise FailedPrecondition("this daemon cannot constrain output yet (constraint is not supported)")
 
 
 def generation_job(req: device_pb2.GenerateRequest, config: DaemonConfig, request_id: str) -> GenerationJob:
