@@ -24,13 +24,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Convert; bad input exits 2, a failed check or export exits 1, each with one line."""
+    from edgellm.common.paths import require_data_file
     from edgellm.host.convert.llmexport_adapter import ExportFailed
     from edgellm.host.convert.pipeline import convert
-    from edgellm.host.convert.verify import ConversionCheckFailed
+    from edgellm.host.convert.verify import EVAL_FILE, ConversionCheckFailed
 
     given = {"bits": ns.bits, "block": ns.block, "lm_bits": ns.lm_bits}
     options: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     try:
+        require_data_file(EVAL_FILE)  # the check at the end needs it: fail now, not after the export
         manifest = convert(ns.model, ns.output, force=ns.force, **options)
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm convert: {exc}\n")

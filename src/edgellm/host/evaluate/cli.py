@@ -7,20 +7,26 @@ import json
 import sys
 from pathlib import Path
 
+from edgellm.common.paths import require_data_file, resolve_artifact
+
+EVAL_FILE = "wikitext2-test.txt"  # the default evaluation text (edgellm.host.evaluate.evaluate)
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `eval` subcommand."""
     p = sub.add_parser("eval", help="perplexity / top-1 / KL of an MNN artifact on wikitext2-test")
-    p.add_argument("artifact", type=Path)
+    p.add_argument(
+        "artifact", type=Path, help="artifact directory, or 'default' (the cached default artifact)"
+    )
     p.add_argument("--text", type=Path, default=None, help="evaluation text (default wikitext2-test)")
-    p.add_argument("--tokens", type=int, default=2048)
-    p.add_argument("--context", type=int, default=512)
-    p.add_argument("--stride", type=int, default=256)
+    p.add_argument("--tokens", type=int, default=2048, help="evaluation tokens from the start of the text")
+    p.add_argument("--context", type=int, default=512, help="tokens per scoring window")
+    p.add_argument("--stride", type=int, default=256, help="window step (overlap = context - stride)")
     p.add_argument(
         "--reference", type=Path, default=None, help="fp HF checkpoint (default: from the manifest)"
     )
     p.add_argument("--kv", action="store_true", help="also measure INT8 KV cache (attention_mode 8/9/10)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=run)
 
 
@@ -31,13 +37,24 @@ def run(ns: argparse.Namespace) -> int:
     from edgellm.host.evaluate.report import table
     from edgellm.host.progress_bar import progress_bar
 
+    artifact = resolve_artifact(ns.artifact)
+    try:  # before loading anything: the artifact and the text are there
+        if not (artifact / "config.json").is_file():
+            raise FileNotFoundError(f"no MNN artifact at {artifact} (config.json missing)")
+        if ns.text is None:
+            require_data_file(EVAL_FILE)
+        elif not ns.text.is_file():
+            raise FileNotFoundError(f"evaluation text {ns.text} not found")
+    except FileNotFoundError as exc:
+        sys.stderr.write(f"edgellm eval: {exc}\n")
+        return 2
     cfg = EvalConfig(text_file=ns.text, tokens=ns.tokens, context=ns.context, stride=ns.stride)
     try:
         with progress_bar("eval", enabled=not ns.json) as progress:
             result = evaluate_artifact(
-                ns.artifact,
+                artifact,
                 cfg,
-                ns.reference or reference_dir(ns.artifact),
+                ns.reference or reference_dir(artifact),
                 (8, 9, 10) if ns.kv else (),
                 progress,
             )

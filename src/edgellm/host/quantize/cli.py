@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "quantize", help="quantize a model (RTN/AWQ/GPTQ, plans, auto budget) to an MNN artifact"
     )
     p.add_argument("--model", default="default", help="'default' (embedded SmolLM2) or an HF checkpoint dir")
-    p.add_argument("--method", choices=("rtn", "awq", "gptq"), default="gptq")
-    p.add_argument("--bits", type=int, choices=(4, 8), default=4)
+    p.add_argument("--method", choices=("rtn", "awq", "gptq"), default="gptq", help="quantization algorithm")
+    p.add_argument("--bits", type=int, choices=(4, 8), default=4, help="weight bits")
     p.add_argument("--block", type=int, default=64, help="block size along the input (0 = per channel)")
     p.add_argument("--plan", default="int4", help="int4 | int8 | mixed | auto | plan JSON file")
     p.add_argument(
@@ -36,12 +36,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--kv", choices=("fp", "int8_k", "int8_kv"), default=None, help="KV-cache precision")
     p.add_argument("--calib", type=Path, default=None, help="calibration text (default wikitext2-valid)")
-    p.add_argument("--calib-samples", type=int, default=128)
+    p.add_argument("--calib-samples", type=int, default=128, help="calibration samples (GPTQ/AWQ)")
     p.add_argument("--calib-len", type=int, default=256, help="tokens per calibration sample")
     p.add_argument("--tokens", type=int, default=2048, help="evaluation tokens of wikitext2-test")
     p.add_argument("--save-plan", type=Path, default=None, help="also write the plan used as JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=Path, required=True, help="artifact directory to create")
     p.set_defaults(handler=run)
 
 
@@ -53,6 +53,7 @@ def run(ns: argparse.Namespace) -> int:
     """Quantize; bad input exits 2 with one line."""
     from dataclasses import replace
 
+    from edgellm.common.paths import require_data_file
     from edgellm.host.evaluate.evaluate import EvalConfig
     from edgellm.host.evaluate.report import table
     from edgellm.host.job_rpcs import make_plan
@@ -64,6 +65,11 @@ def run(ns: argparse.Namespace) -> int:
         file=str(ns.calib) if ns.calib else Calibration().file, samples=ns.calib_samples, seq_len=ns.calib_len
     )
     try:
+        require_data_file("wikitext2-test.txt")  # evaluation; checked before minutes of work
+        if ns.calib is None:
+            require_data_file(Calibration().file)
+        elif not ns.calib.is_file():
+            raise FileNotFoundError(f"calibration text {ns.calib} not found")
         plan = None
         if ns.plan != "auto":
             plan = with_calibration(make_plan(ns.plan, ns.method, ns.bits, ns.block), calib)
