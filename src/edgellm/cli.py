@@ -98,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # a bug: keep the traceback
         if (ns.log_level or os.environ.get("EDGELLM_LOG_LEVEL", "")).upper() == "DEBUG":
             traceback.print_exc()
-        sys.stderr.write(f"edgellm {ns.command}: {failure.message}\n")
+        words = (ns.command, getattr(ns, "verb", None), getattr(ns, "action", None))
+        sys.stderr.write(f"edgellm {' '.join(w for w in words if w)}: {failure.message}\n")
         return failure.exit_code
 
 

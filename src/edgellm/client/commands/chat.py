@@ -16,7 +16,13 @@ from typing import TextIO
 import grpc
 
 from edgellm.client.client import DaemonClient, build_request
-from edgellm.client.commands.common_args import add_sampling, add_target, report_rpc_error, sampling_kwargs
+from edgellm.client.commands.common_args import (
+    add_sampling,
+    add_target,
+    add_window,
+    report_rpc_error,
+    sampling_kwargs,
+)
 from edgellm.client.failures import FAILED, OK
 
 BLOCK = '"""'
@@ -28,6 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("chat", help=f"multi-turn chat in the terminal ({HELP})")
     add_target(p)
     add_sampling(p)
+    add_window(p)
     p.add_argument(
         "--system", default=None, help="system message (default: the chat template's own system prompt)"
     )
@@ -95,11 +102,12 @@ def run(ns: argparse.Namespace) -> int:
                 session,
                 **sampling_kwargs(ns),
             )
+            request.kv_window = ns.kv_window
             reply = ""
-            sys.stdout.write("bot> ")
-            sys.stdout.flush()
             try:
                 for response in client.stream(request):
+                    if not reply and response.text:
+                        sys.stdout.write("bot> ")
                     reply += response.text
                     sys.stdout.write(response.text)
                     sys.stdout.flush()
@@ -110,7 +118,8 @@ def run(ns: argparse.Namespace) -> int:
                             f"  [TTFT {s.ttft_ms:.0f} ms · {s.decode_tokens_per_second:.1f} tok/s]\n"
                         )
             except grpc.RpcError as err:
-                sys.stdout.write("\n")
+                if reply:
+                    sys.stdout.write("\n")
                 history.pop()
                 failed += 1
                 last_error = report_rpc_error(err, ns)

@@ -53,6 +53,19 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
 
 
+def add_window(parser: argparse.ArgumentParser) -> None:
+    """--kv-window: a per-request sliding window (GenerateRequest.kv_window)."""
+    parser.add_argument(
+        "--kv-window",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="slide a KV window of N tokens (>= 64) for this request, so a prompt or conversation longer "
+        "than the model's context still runs (only its start and the last N tokens stay in view); "
+        "0 = the daemon's setting",
+    )
+
+
 def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
     """The SamplingParams fields from parsed arguments."""
     return {
@@ -64,13 +77,18 @@ def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
 
 
 def read_text_arg(value: str, file: Path | None, what: str = "prompt") -> str:
-    """The text itself, `-` for stdin, or the contents of --prompt-file (UTF-8)."""
+    """The text itself, `-` for stdin, or the contents of --prompt-file (UTF-8).
+
+    Text read from stdin or a file loses one final newline (what `echo` and editors add): a small
+    model answers a question that ends in a newline differently (SmolLM2-135M, greedy, "What is
+    the capital of France?": Paris without the newline, an invented "L'Étoile" with it).
+    """
     if file is not None:
         if value:
             raise InvalidArgument(f"give the {what} as an argument or with --{what}-file, not both")
-        return file.read_text(encoding="utf-8")
+        return file.read_text(encoding="utf-8").removesuffix("\n")
     if value == "-":
-        return sys.stdin.read()
+        return sys.stdin.read().removesuffix("\n")
     if not value:
         raise InvalidArgument(f"no {what}: pass it as an argument, `-` to read stdin, or --{what}-file FILE")
     return value
@@ -81,6 +99,6 @@ def report_rpc_error(
 ) -> int:
     """Print a gRPC error for a person (with what to do next) and return the exit status."""
     failure = rpc_failure(err, peer or (peer_of(ns) if ns is not None else Peer()))
-    command = f" {ns.command}" if ns is not None and getattr(ns, "command", None) else ""
-    sys.stderr.write(f"edgellm{command}: {failure.message}\n")
+    words = [getattr(ns, name, None) for name in ("command", "verb", "action")] if ns is not None else []
+    sys.stderr.write(" ".join(["edgellm", *(w for w in words if w)]) + f": {failure.message}\n")
     return failure.exit_code

@@ -8,7 +8,13 @@ import time
 from pathlib import Path
 
 from edgellm.client.client import DaemonClient, build_request, finish_reason_name
-from edgellm.client.commands.common_args import add_sampling, add_target, read_text_arg, sampling_kwargs
+from edgellm.client.commands.common_args import (
+    add_sampling,
+    add_target,
+    add_window,
+    read_text_arg,
+    sampling_kwargs,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,6 +22,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("generate", help="stream a completion from the device daemon")
     add_target(p)
     add_sampling(p)
+    add_window(p)
     p.add_argument(
         "--chat", action="store_true", help="send the prompt as a user message (the model's chat template)"
     )
@@ -40,11 +47,13 @@ def run(ns: argparse.Namespace) -> int:
     messages = None
     prompt: str | None = text
     if ns.chat or ns.system is not None:
-        messages = ([("system", ns.system)] if ns.system else []) + [("user", text)]
+        # A chat message is stripped like a chat turn (`edgellm chat` sends lines without their ends).
+        messages = ([("system", ns.system)] if ns.system else []) + [("user", text.strip())]
         prompt = None
     request = build_request(
         prompt, messages, ns.max_new_tokens, ns.temperature, ns.seed, ns.stop, "", **sampling_kwargs(ns)
     )
+    request.kv_window = ns.kv_window
     out = sys.stdout
     wrote = False
     try:

@@ -144,40 +144,65 @@ def run_artifacts(ns: argparse.Namespace) -> int:
     return OK
 
 
+class _Progress:
+    """A progress bar on a terminal; one line per stage change into a pipe or a log file."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.bar: Any = None
+        self.stage = ""
+
+    def update(self, event: host_pb2.JobEvent) -> None:
+        p = event.progress
+        if not sys.stderr.isatty():
+            if p.stage != self.stage:
+                self.stage = p.stage
+                sys.stderr.write(f"[{100 * p.fraction:3.0f}%] {p.stage}: {p.message}\n")
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=1.0, desc=self.kind, bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}"
+            )
+        self.bar.n = round(p.fraction, 4)
+        self.bar.set_postfix_str(f"{p.stage}: {p.message}"[:60], refresh=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _run(ns: argparse.Namespace, kind: str, request: Any) -> int:
     """Submit (or watch), show progress on stderr, print the result; exit status from the outcome."""
-    from tqdm import tqdm
-
     job_id = ""
     last: host_pb2.JobEvent | None = None
+    progress = _Progress(kind)
     with HostClient(ns.target) as client:
-        bar = tqdm(total=1.0, desc=kind, unit="", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
         try:
             for event in follow(client.start(kind, request)):
                 if not job_id:
                     job_id = event.job_id
-                    bar.write(f"job {job_id} on {client.target}", file=sys.stderr)
                     if getattr(ns, "detach", False):
-                        bar.close()
                         sys.stdout.write(f"{job_id}\n")
                         return OK
-                bar.n = round(event.progress.fraction, 4)
-                bar.set_postfix_str(f"{event.progress.stage}: {event.progress.message}"[:60], refresh=True)
+                    sys.stderr.write(f"job {job_id} on {client.target}\n")
+                progress.update(event)
                 last = event
         except KeyboardInterrupt:
-            bar.close()
+            progress.close()
             if job_id:
                 sys.stderr.write(f"stopped following; the job runs on: `edgellm jobs watch {job_id}`\n")
             return INTERRUPTED
-        bar.close()
+        finally:
+            progress.close()
     assert last is not None  # follow() raises unless a last (done) event came
     result = outcome(last)
     if result.error:
         sys.stderr.write(f"edgellm jobs {ns.verb}: job {result.job_id} failed: {result.error}\n")
         return BAD_INPUT if result.error_code in _BAD_INPUT_ERRORS else FAILED
-    sys.stdout.write(
-        (json.dumps(result.result, indent=2) if ns.json else summary(result.result or {})) + "\n"
-    )
+    text = json.dumps(result.result, indent=2) if ns.json else summary(result.result or {})
+    sys.stdout.write(text + "\n")
     return OK
 
 
