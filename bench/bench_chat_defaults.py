@@ -85,7 +85,14 @@ def run_config(
     seed_list: list[int | None] = [None] if cfg.get("temperature", 0.0) == 0 else list(range(1, seeds + 1))
     for prompt, expected in prompts:
         for seed in seed_list:
-            out = client.generate(messages=[("user", prompt)], max_new_tokens=tokens, seed=seed, **cfg)
+            out = client.generate(
+                messages=[("user", prompt)],
+                max_new_tokens=tokens,
+                seed=seed,
+                temperature=cfg.get("temperature", 0.0),
+                top_p=cfg.get("top_p", 1.0),
+                repetition_penalty=cfg.get("repetition_penalty", 1.0),
+            )
             if expected is not None:
                 facts += 1
                 facts_ok += correct(out.text, expected)

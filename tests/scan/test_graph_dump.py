@@ -23,7 +23,7 @@ def test_graph_dump_never_runs_pip(
     for name in ("pip", "pip3"):
         fake = tmp_path / "bin" / name
         fake.parent.mkdir(exist_ok=True)
-        fake.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+        fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
         fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     graph = graph_json(artifact)

@@ -16,6 +16,7 @@ import grpc
 from edgellm.client.client import DaemonClient
 from edgellm.client.commands.common_args import add_target
 from edgellm.client.jsonout import message_dict
+from edgellm.client.plot import Trace, plot_traces
 from edgellm.common.argtypes import int_in, non_negative_int
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.v1 import device_pb2
@@ -85,10 +86,8 @@ def render(s: device_pb2.TelemetrySample) -> str:
     return "\n".join(lines)
 
 
-def plot_samples(samples: list[dict[str, Any]], out: Path, title: str) -> None:
-    """Plot samples (dicts as `--json`/`--record` write them): temperatures, tok/s, rung, pacing."""
-    from edgellm.client.plot import Trace, plot_traces
-
+def trace_from_samples(samples: list[dict[str, Any]]) -> Trace:
+    """The plot series of samples (dicts as `--json`/`--record` write them)."""
     tr = Trace("device")
     t0: float | None = None
     for d in samples:
@@ -102,7 +101,12 @@ def plot_samples(samples: list[dict[str, Any]], out: Path, title: str) -> None:
         tr.rung.append(float(gov.get("rung", 0)))
         tr.threads.append(float(gov.get("threads", 0)))
         tr.pacing_ms.append(float(gov.get("pacing_ms", 0.0)))
-    plot_traces([tr], out, title=title)
+    return tr
+
+
+def plot_samples(samples: list[dict[str, Any]], out: Path, title: str) -> None:
+    """A PNG of samples: temperatures, tok/s, the governor's rung (and threads), pacing."""
+    plot_traces([trace_from_samples(samples)], out, title=title)
 
 
 def plot_file(source: Path, out: Path) -> None:
