@@ -56,12 +56,11 @@ ArtifactInstaller = Callable[[str, Path], str]
 
 def push_artifact(target: str, artifact: Path) -> str:
     """Resumable push (edgellm.client.push.Pusher) through the forwarded port; returns the artifact id."""
-    import grpc
-
     # Imported lazily: the push client is its own module, only needed when there is an artifact.
+    from edgellm.client.channel import open_channel
     from edgellm.client.push import Pusher
 
-    with grpc.insecure_channel(target) as ch:
+    with open_channel(target) as ch:  # sends the client token, like every client command
         report = Pusher(ch, artifact).run()
     log.info("artifact_pushed", id=report.artifact_id, sent=report.bytes_sent, skipped=report.bytes_skipped)
     return report.artifact_id
@@ -69,11 +68,10 @@ def push_artifact(target: str, artifact: Path) -> str:
 
 def load_model(target: str, model: str) -> None:
     """LoadModel on the daemon (replaces any loaded model)."""
-    import grpc
-
+    from edgellm.client.channel import open_channel
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
-    with grpc.insecure_channel(target) as ch:
+    with open_channel(target) as ch:
         device_pb2_grpc.DeviceDaemonStub(ch).LoadModel(device_pb2.LoadModelRequest(model=model), timeout=600)
 
 
