@@ -46,14 +46,24 @@ HELD_OUT: list[tuple[str, str | None]] = [
     ("Write a limerick about a cat.", None),
     ("Tell me about your favourite season.", None),
 ]
+# rp: repetition penalty (CTRL-style, over prompt and generated tokens, as in HF and llama.cpp);
+# fp / pp: frequency / presence penalty (OpenAI-style, over generated tokens only).
 CONFIGS: dict[str, dict[str, float]] = {
     "greedy": {"temperature": 0.0},
     "greedy rp1.05": {"temperature": 0.0, "repetition_penalty": 1.05},
     "greedy rp1.1": {"temperature": 0.0, "repetition_penalty": 1.1},
+    "greedy fp0.3": {"temperature": 0.0, "frequency_penalty": 0.3},
+    "greedy pp0.6": {"temperature": 0.0, "presence_penalty": 0.6},
+    "greedy fp0.5": {"temperature": 0.0, "frequency_penalty": 0.5},
+    "greedy fp0.7": {"temperature": 0.0, "frequency_penalty": 0.7},
     "t0.2 p0.9": {"temperature": 0.2, "top_p": 0.9},
     "t0.2 p0.9 rp1.05": {"temperature": 0.2, "top_p": 0.9, "repetition_penalty": 1.05},
     "t0.2 p0.9 rp1.1": {"temperature": 0.2, "top_p": 0.9, "repetition_penalty": 1.1},
     "t0.6 p0.9 rp1.1": {"temperature": 0.6, "top_p": 0.9, "repetition_penalty": 1.1},
+    "t0.2 p0.9 fp0.3": {"temperature": 0.2, "top_p": 0.9, "frequency_penalty": 0.3},
+    "t0.2 p0.9 fp0.5": {"temperature": 0.2, "top_p": 0.9, "frequency_penalty": 0.5},
+    "t0.2 p0.9 fp0.7": {"temperature": 0.2, "top_p": 0.9, "frequency_penalty": 0.7},
+    "t0.2 p0.9 pp0.6": {"temperature": 0.2, "top_p": 0.9, "presence_penalty": 0.6},
 }
 
 
@@ -92,6 +102,8 @@ def run_config(
                 temperature=cfg.get("temperature", 0.0),
                 top_p=cfg.get("top_p", 1.0),
                 repetition_penalty=cfg.get("repetition_penalty", 1.0),
+                frequency_penalty=cfg.get("frequency_penalty", 0.0),
+                presence_penalty=cfg.get("presence_penalty", 0.0),
             )
             if expected is not None:
                 facts += 1
@@ -159,12 +171,12 @@ def main() -> int:
                     print(
                         f"{set_name:9} {name:20} facts {r['facts_correct']:>6}  loops {r['open_looping']:>6}"
                     )
+                    ns.out.parent.mkdir(parents=True, exist_ok=True)  # after each: a run can be stopped
+                    ns.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(30)
-    ns.out.parent.mkdir(parents=True, exist_ok=True)
-    ns.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

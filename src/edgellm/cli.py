@@ -42,7 +42,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
-        if "(default" in text or default in (None, False, "", [], argparse.SUPPRESS):
+        # Identity, not ==: 0 and 0.0 equal False but are defaults worth showing.
+        empty = default is None or default is False or default is argparse.SUPPRESS or default in ("", [])
+        if "(default" in text or empty:
             return text
         return super()._get_help_string(action)
 

@@ -8,8 +8,10 @@ exactly what it is given (greedy unless told otherwise) and takes them as
 
 Chosen for the bundled SmolLM2-135M-Instruct on a tuning prompt set and checked on a held-out
 one (bench/bench_chat_defaults.py, docs/benchmarks.md): the model card's temperature 0.2 and
-top-p 0.9, plus a mild repetition penalty of 1.1 — without it, greedy and low-temperature
-decoding repeat a poem's line to the end of the budget.
+top-p 0.9, plus a frequency penalty of 0.5 on the generated tokens. Without a penalty, greedy and
+low-temperature decoding repeat a poem's line to the end of the budget; a repetition penalty
+(HF/llama.cpp style) also stops that, but it counts the prompt's tokens too, so it steers answers
+away from the question's own words ("What is the capital of France?" → "L'Étoile de la Cité").
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ class SamplingDefaults:
     top_k: int = 0
     top_p: float = 0.9
     min_p: float = 0.0
-    repetition_penalty: float = 1.1
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.5
+    presence_penalty: float = 0.0
 
     def sampling(self) -> dict[str, float]:
         """The SamplingParams fields, as keyword arguments for DaemonClient.generate / build_request."""
@@ -36,6 +40,8 @@ class SamplingDefaults:
             "top_p": self.top_p,
             "min_p": self.min_p,
             "repetition_penalty": self.repetition_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "presence_penalty": self.presence_penalty,
         }
 
 

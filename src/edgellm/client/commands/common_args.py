@@ -44,10 +44,22 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
     parser.add_argument("--top-p", type=float_in(0.0, 1.0), default=defaults.top_p, help="nucleus; 1 = off")
     parser.add_argument("--min-p", type=float_in(0.0, 1.0), default=defaults.min_p, help="0 = off")
     parser.add_argument(
+        "--frequency-penalty",
+        type=float_in(-2.0, 2.0),
+        default=defaults.frequency_penalty,
+        help="subtract this times a token's count in the answer so far from its logit; 0 = off",
+    )
+    parser.add_argument(
+        "--presence-penalty",
+        type=float_in(-2.0, 2.0),
+        default=defaults.presence_penalty,
+        help="subtract this from the logit of every token already in the answer; 0 = off",
+    )
+    parser.add_argument(
         "--repetition-penalty",
         type=float_in(1e-3),
         default=defaults.repetition_penalty,
-        help="divide logits of tokens already seen; 1 = off (applies when greedy too)",
+        help="divide positive logits of tokens seen in the prompt or the answer; 1 = off",
     )
     parser.add_argument("--seed", type=non_negative_int, default=None, help="sampling seed (default: random)")
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
@@ -73,6 +85,8 @@ def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
         "top_p": ns.top_p,
         "min_p": ns.min_p,
         "repetition_penalty": ns.repetition_penalty,
+        "frequency_penalty": ns.frequency_penalty,
+        "presence_penalty": ns.presence_penalty,
     }
 
 

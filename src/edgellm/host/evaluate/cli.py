@@ -38,9 +38,7 @@ def run(ns: argparse.Namespace) -> int:
     from edgellm.host.progress_bar import progress_bar
 
     artifact = resolve_artifact(ns.artifact)
-    try:  # before loading anything: the artifact and the text are there
-        if not (artifact / "config.json").is_file():
-            raise FileNotFoundError(f"no MNN artifact at {artifact} (config.json missing)")
+    try:  # before loading anything: the text is there (evaluate_artifact checks the artifact first)
         if ns.text is None:
             require_data_file(EVAL_FILE)
         elif not ns.text.is_file():

@@ -65,11 +65,6 @@ def run(ns: argparse.Namespace) -> int:
         file=str(ns.calib) if ns.calib else Calibration().file, samples=ns.calib_samples, seq_len=ns.calib_len
     )
     try:
-        require_data_file("wikitext2-test.txt")  # evaluation; checked before minutes of work
-        if ns.calib is None:
-            require_data_file(Calibration().file)
-        elif not ns.calib.is_file():
-            raise FileNotFoundError(f"calibration text {ns.calib} not found")
         plan = None
         if ns.plan != "auto":
             plan = with_calibration(make_plan(ns.plan, ns.method, ns.bits, ns.block), calib)
@@ -77,6 +72,11 @@ def run(ns: argparse.Namespace) -> int:
                 plan = replace(plan, kv_cache=ns.kv)
         elif not 0 < _budget(ns.ppl_budget) < 1:
             raise ValueError("--plan auto needs --ppl-budget, e.g. 0.03")
+        require_data_file("wikitext2-test.txt")  # evaluation; checked before minutes of work
+        if ns.calib is None:
+            require_data_file(Calibration().file)
+        elif not ns.calib.is_file():
+            raise FileNotFoundError(f"calibration text {ns.calib} not found")
         session = Session.open(resolve_model_dir(ns.model), EvalConfig(tokens=ns.tokens))
     except (ValueError, PlanError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm quantize: {exc}\n")
