@@ -35,6 +35,9 @@ TUNING: list[tuple[str, str | None]] = [
     ("Tell me a story about a robot.", None),
     ("Describe your ideal weekend.", None),
     ("Write a haiku about autumn leaves.", None),
+    ("What is the boiling point of water in degrees Celsius?", "100"),
+    ("Write a short poem about the mountains.", None),
+    ("Write a song about friendship.", None),
 ]
 HELD_OUT: list[tuple[str, str | None]] = [
     ("Which city is the capital of Japan?", "Tokyo"),
@@ -63,6 +66,8 @@ CONFIGS: dict[str, dict[str, float]] = {
     "t0.2 p0.9 fp0.3": {"temperature": 0.2, "top_p": 0.9, "frequency_penalty": 0.3},
     "t0.2 p0.9 fp0.5": {"temperature": 0.2, "top_p": 0.9, "frequency_penalty": 0.5},
     "t0.2 p0.9 fp0.7": {"temperature": 0.2, "top_p": 0.9, "frequency_penalty": 0.7},
+    "t0.2 p0.5 fp0.5": {"temperature": 0.2, "top_p": 0.5, "frequency_penalty": 0.5},
+    "t0.2 p0.5 fp0.7": {"temperature": 0.2, "top_p": 0.5, "frequency_penalty": 0.7},
     "t0.2 p0.9 pp0.6": {"temperature": 0.2, "top_p": 0.9, "presence_penalty": 0.6},
 }
 
@@ -119,6 +124,24 @@ def run_config(
     }
 
 
+def paris_rate(client: DaemonClient, cfg: dict[str, float], seeds: int) -> str:
+    """How often "What is the capital of France?" gets Paris over seeds 1..N (sampled configs)."""
+    hits = 0
+    for seed in range(1, seeds + 1):
+        out = client.generate(
+            messages=[("user", "What is the capital of France?")],
+            max_new_tokens=40,
+            seed=seed,
+            temperature=cfg.get("temperature", 0.0),
+            top_p=cfg.get("top_p", 1.0),
+            repetition_penalty=cfg.get("repetition_penalty", 1.0),
+            frequency_penalty=cfg.get("frequency_penalty", 0.0),
+            presence_penalty=cfg.get("presence_penalty", 0.0),
+        )
+        hits += "Paris" in out.text
+    return f"{hits}/{seeds}"
+
+
 def free_port() -> int:
     """A port the kernel says is free now."""
     with socket.socket() as s:
@@ -153,6 +176,7 @@ def main() -> int:
     ap.add_argument("--configs", nargs="*", default=list(CONFIGS), help="names from CONFIGS")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per sampled configuration")
     ap.add_argument("--tokens", type=int, default=160, help="max new tokens per answer")
+    ap.add_argument("--paris-seeds", type=int, default=0, help="also: Paris rate over N seeds (sampled)")
     ap.add_argument("--out", type=Path, default=Path(".cache/bench/chat_defaults.json"))
     ns = ap.parse_args()
     proc = None
@@ -167,9 +191,13 @@ def main() -> int:
             for set_name in chosen:
                 for name in ns.configs:
                     r = run_config(client, sets[set_name], CONFIGS[name], ns.seeds, ns.tokens)
+                    sampled = CONFIGS[name].get("temperature", 0.0) > 0
+                    if ns.paris_seeds and sampled:
+                        r["paris"] = paris_rate(client, CONFIGS[name], ns.paris_seeds)
                     results[f"{set_name} | {name}"] = r
                     print(
                         f"{set_name:9} {name:20} facts {r['facts_correct']:>6}  loops {r['open_looping']:>6}"
+                        + (f"  Paris {r['paris']}" if "paris" in r else "")
                     )
                     ns.out.parent.mkdir(parents=True, exist_ok=True)  # after each: a run can be stopped
                     ns.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

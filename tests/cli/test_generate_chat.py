@@ -64,18 +64,25 @@ def test_no_system_prompt_is_sent_unless_asked(
     for command in ("chat", "generate"):
         ns = build_parser().parse_args([command, "x"] if command == "generate" else [command])
         assert ns.system is None  # the chat template's own system prompt applies
-        assert ns.frequency_penalty > 0 and ns.repetition_penalty == 1.0 and 0 < ns.temperature < 1 and ns.top_p < 1
+        assert (
+            ns.frequency_penalty > 0
+            and ns.repetition_penalty == 1.0
+            and 0 < ns.temperature < 1
+            and ns.top_p < 1
+        )
 
 
 def test_the_prompt_comes_from_stdin_or_a_file(
     model_daemon: RunningDaemon, edgellm: Callable[..., Result], tmp_path: Path
 ) -> None:
     target = f"127.0.0.1:{model_daemon.port}"
-    r = edgellm("generate", "--target", target, "--chat", "-", stdin=FRANCE + "\n")  # as `echo` sends it
+    r = edgellm(
+        "generate", "--target", target, "--chat", "--seed", "1", "-", stdin=FRANCE + "\n"
+    )  # as `echo` sends it
     assert r.code == 0 and "Paris" in r.out, r
     question = tmp_path / "q.txt"
     question.write_text(FRANCE + "\n", encoding="utf-8")
-    r = edgellm("generate", "--target", target, "--chat", "--prompt-file", str(question))
+    r = edgellm("generate", "--target", target, "--chat", "--seed", "1", "--prompt-file", str(question))
     assert r.code == 0 and "Paris" in r.out, r
     r = edgellm("generate", "--target", target, "--prompt-file", str(question), "also this")
     assert r.code == 2 and "not both" in r.err

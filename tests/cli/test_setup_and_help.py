@@ -122,7 +122,7 @@ def test_every_option_has_help_and_shows_its_default() -> None:
                 missing.append(f"{path} {action.option_strings or action.dest}")
     assert not missing, missing
     text = dict(_parsers(build_parser(), "edgellm"))["edgellm generate"].format_help()
-    assert "(default: 0.2)" in text and "(default: 0.5)" in text and "(default: 256)" in text
+    assert "(default: 0.2)" in text and "(default: 0.7)" in text and "(default: 256)" in text
     assert "0 = off (default: 0)" in text  # a zero default is shown (0 == False, but not `is`)
     assert "(default: None)" not in text and "(default: False)" not in text
 

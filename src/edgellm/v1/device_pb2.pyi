@@ -386,7 +386,7 @@ class GovernorState(_message.Message):
     last_reason: _builtins.str
     last_decision_unix: _builtins.float
     rung: _builtins.int
-    """the ladder position in use: 0 = fastest (cluster names it)"""
+    """the ladder position in use: 0 = fastest (cluster names it); 10-15 are i18-governor's"""
     def __init__(
         self,
         *,
