@@ -20,8 +20,8 @@ import pytest
 
 from edgellm.cli import main
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import RunningDaemon
-from edgellm.device.server import start_server as start_daemon
+from edgellm.device.rpc.server import RunningDaemon
+from edgellm.device.rpc.server import start_server as start_daemon
 from edgellm.host.server import HostConfig, RunningHost
 from edgellm.host.server import start_server as start_host
 from tests.tiny_quant import tiny_artifact, tiny_hf, tiny_session

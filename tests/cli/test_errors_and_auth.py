@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from edgellm.common.targets import resolve_host_target, resolve_target, with_port
-from edgellm.device.server import RunningDaemon
+from edgellm.device.rpc.server import RunningDaemon
 from tests.cli.conftest import Result, free_port
 
 

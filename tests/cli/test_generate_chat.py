@@ -11,7 +11,7 @@ import pytest
 
 from edgellm.client.commands.chat import messages
 from edgellm.common.paths import data_dir
-from edgellm.device.server import RunningDaemon
+from edgellm.device.rpc.server import RunningDaemon
 from tests.cli.conftest import Result, free_port
 
 FRANCE = "What is the capital of France?"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from edgellm.client.commands.telemetry import render, trace_from_samples
 from edgellm.client.jsonout import message_dict
-from edgellm.device.server import RunningDaemon
+from edgellm.device.rpc.server import RunningDaemon
 from edgellm.v1 import device_pb2
 from tests.cli.conftest import Result
 

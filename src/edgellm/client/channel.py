@@ -15,7 +15,7 @@ import grpc
 from edgellm.common.auth import client_token
 
 # Generous both ways: a 200 KB prompt or a long chat history is far below this; the daemon
-# enforces its own receive limit (edgellm.device.server.MAX_MESSAGE_BYTES).
+# enforces its own receive limit (edgellm.device.rpc.server.MAX_MESSAGE_BYTES).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 

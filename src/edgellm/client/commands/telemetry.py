@@ -134,6 +134,38 @@ def _samples(client: DaemonClient, interval_ms: int, limit: int) -> Iterator[dev
         call.cancel()
 
 
+class _Sink:
+    """Where each sample goes in the chosen mode: kept for a record/plot, JSON, a live view, or text."""
+
+    def __init__(self, ns: argparse.Namespace, limit: int, record: TextIO | None) -> None:
+        self.recording = ns.record is not None or ns.plot is not None
+        self.kept: list[dict[str, Any]] = []
+        self._ns = ns
+        self._limit = limit
+        self._record = record
+        self._out: TextIO = sys.stdout
+        self._tty = self._out.isatty()
+
+    def write(self, s: device_pb2.TelemetrySample) -> None:
+        """Handle one sample."""
+        d = message_dict(s)
+        if self.recording:
+            self.kept.append(d)
+            if self._record is not None:
+                self._record.write(json.dumps(d) + "\n")
+                self._record.flush()
+            if sys.stderr.isatty():
+                sys.stderr.write(f"\rrecorded {len(self.kept)} samples")
+        elif self._ns.json:
+            self._out.write(json.dumps(d, indent=2 if self._limit == 1 else None) + "\n")
+        elif self._ns.watch:
+            # On a terminal redraw in place; into a pipe or file, samples follow each other.
+            self._out.write((CLEAR if self._tty else "") + render(s) + ("\n" if self._tty else "\n\n"))
+        else:
+            self._out.write(render(s) + "\n")
+        self._out.flush()
+
+
 def run(ns: argparse.Namespace) -> int:
     """Stream samples in the chosen mode."""
     if ns.source is not None:
@@ -144,38 +176,21 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     recording = ns.record is not None or ns.plot is not None
     limit = ns.samples if (ns.watch or recording or ns.samples) else 1
-    out: TextIO = sys.stdout
-    tty = out.isatty()
-    kept: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         record = stack.enter_context(ns.record.open("a", encoding="utf-8")) if ns.record else None
         client = stack.enter_context(DaemonClient(ns.target))
+        sink = _Sink(ns, limit, record)
         if recording and not limit:
             sys.stderr.write("recording; Ctrl-C to stop\n")
         for s in _samples(client, ns.interval_ms, limit):
-            d = message_dict(s)
-            if recording:
-                kept.append(d)
-                if record is not None:
-                    record.write(json.dumps(d) + "\n")
-                    record.flush()
-                if sys.stderr.isatty():
-                    sys.stderr.write(f"\rrecorded {len(kept)} samples")
-            elif ns.json:
-                out.write(json.dumps(d, indent=2 if limit == 1 else None) + "\n")
-            elif ns.watch:
-                # On a terminal redraw in place; into a pipe or file, samples follow each other.
-                out.write((CLEAR if tty else "") + render(s) + ("\n" if tty else "\n\n"))
-            else:
-                out.write(render(s) + "\n")
-            out.flush()
+            sink.write(s)
     if recording and sys.stderr.isatty():
         sys.stderr.write("\n")
     if ns.record is not None:
-        sys.stdout.write(f"recorded {len(kept)} samples to {ns.record}\n")
+        sys.stdout.write(f"recorded {len(sink.kept)} samples to {ns.record}\n")
     if ns.plot is not None:
-        if not kept:
+        if not sink.kept:
             raise FailedPrecondition("no samples to plot: the stream ended before the first one")
-        plot_samples(kept, ns.plot, f"telemetry {ns.record.name if ns.record else client.target}")
+        plot_samples(sink.kept, ns.plot, f"telemetry {ns.record.name if ns.record else client.target}")
         sys.stdout.write(f"wrote {ns.plot}\n")
     return 0

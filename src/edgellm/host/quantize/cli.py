@@ -6,6 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edgellm.host.quantize.plan import QuantPlan
 
 
 def relative_budget(text: str) -> float:
@@ -49,34 +53,45 @@ def _budget(raw: float) -> float:
     return raw / 100 if raw >= 1 else raw
 
 
-def run(ns: argparse.Namespace) -> int:
-    """Quantize; bad input exits 2 with one line."""
+def _plan_and_inputs(ns: argparse.Namespace) -> QuantPlan | None:
+    """The explicit plan (None for auto), after checking every input before minutes of work.
+
+    Raises ValueError, PlanError or FileNotFoundError with a message for the user.
+    """
     from dataclasses import replace
 
     from edgellm.common.paths import require_data_file
-    from edgellm.host.evaluate.evaluate import EvalConfig
-    from edgellm.host.evaluate.report import table
     from edgellm.host.job_rpcs import make_plan
-    from edgellm.host.progress_bar import progress_bar
-    from edgellm.host.quantize.pipeline import Session, resolve_model_dir
-    from edgellm.host.quantize.plan import Calibration, PlanError, with_calibration
+    from edgellm.host.quantize.plan import Calibration, with_calibration
 
     calib = Calibration(
         file=str(ns.calib) if ns.calib else Calibration().file, samples=ns.calib_samples, seq_len=ns.calib_len
     )
+    plan = None
+    if ns.plan != "auto":
+        plan = with_calibration(make_plan(ns.plan, ns.method, ns.bits, ns.block), calib)
+        if ns.kv:
+            plan = replace(plan, kv_cache=ns.kv)
+    elif not 0 < _budget(ns.ppl_budget) < 1:
+        raise ValueError("--plan auto needs --ppl-budget, e.g. 0.03")
+    require_data_file("wikitext2-test.txt")  # evaluation
+    if ns.calib is None:
+        require_data_file(Calibration().file)
+    elif not ns.calib.is_file():
+        raise FileNotFoundError(f"calibration text {ns.calib} not found")
+    return plan
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Quantize; bad input exits 2 with one line."""
+    from edgellm.host.evaluate.evaluate import EvalConfig
+    from edgellm.host.evaluate.report import table
+    from edgellm.host.progress_bar import progress_bar
+    from edgellm.host.quantize.pipeline import Session, resolve_model_dir
+    from edgellm.host.quantize.plan import PlanError
+
     try:
-        plan = None
-        if ns.plan != "auto":
-            plan = with_calibration(make_plan(ns.plan, ns.method, ns.bits, ns.block), calib)
-            if ns.kv:
-                plan = replace(plan, kv_cache=ns.kv)
-        elif not 0 < _budget(ns.ppl_budget) < 1:
-            raise ValueError("--plan auto needs --ppl-budget, e.g. 0.03")
-        require_data_file("wikitext2-test.txt")  # evaluation; checked before minutes of work
-        if ns.calib is None:
-            require_data_file(Calibration().file)
-        elif not ns.calib.is_file():
-            raise FileNotFoundError(f"calibration text {ns.calib} not found")
+        plan = _plan_and_inputs(ns)
         session = Session.open(resolve_model_dir(ns.model), EvalConfig(tokens=ns.tokens))
     except (ValueError, PlanError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm quantize: {exc}\n")
