@@ -44,6 +44,7 @@ def run(ns: argparse.Namespace) -> int:
     sys.stdout.write(
         f"{ns.output}: ppl torch {c['torch_ppl']:.2f} mnn {c['mnn_ppl']:.2f} "
         f"(prefill {c['mnn_ppl_prefill']:.2f}, decode {c['mnn_ppl_decode']:.2f}), "
-        f"next-token agreement {c['agree_count']}/{c['prompts']}, {manifest.conversion_seconds}s\n"
+        f"next-token agreement {c['agree_count']}/{c['prompts']}, {manifest.conversion_seconds}s; "
+        f"perplexity over the first {c['eval_tokens']} tokens of wikitext2-test in one window\n"
     )
     return 0

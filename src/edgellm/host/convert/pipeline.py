@@ -18,10 +18,14 @@ import structlog
 from tqdm import tqdm
 
 from edgellm.common.hashing import sha256_file
-from edgellm.common.paths import cache_dir
 from edgellm.host.convert import llmexport_adapter as adapter
 from edgellm.host.convert.default_model import SourceModel, default_source, gguf_linear_widths
-from edgellm.host.convert.gguf_to_hf import check_rope_theta, gguf_to_hf, rope_theta_of
+from edgellm.host.convert.gguf_to_hf import (
+    check_rope_theta,
+    default_hf_dir,
+    gguf_to_hf,
+    rope_theta_of,
+)
 from edgellm.host.convert.manifest import (
     Manifest,
     ManifestError,
@@ -161,7 +165,7 @@ def convert(
     try:
         bar.set_postfix_str(_STEPS[0])
         if model == "default":
-            hf_dir = gguf_to_hf(source.path, cache_dir() / "hf" / f"{source.name}-{source.sha256[:12]}")
+            hf_dir = gguf_to_hf(source.path, default_hf_dir(source.name, source.sha256))
         else:
             hf_dir = source.path
         facts = model_facts(hf_dir)
@@ -189,6 +193,7 @@ def convert(
                 "package": source.package,
                 "package_version": source.package_version,
                 "sha256": source.sha256,
+                "hf_dir": str(hf_dir),  # the fp checkpoint: `edgellm eval`'s reference
                 "format": "gguf" if model == "default" else "hf",
             },
             quantization=_quantization(settings, staging),

@@ -65,6 +65,8 @@ def evaluate_artifact(
         "tokens": config.tokens,
         "context": config.context,
         "stride": config.stride,
+        "text": config.text_file.name if config.text_file else "wikitext2-test.txt",
+        "reference": str(reference) if reference else None,
         "results": results,
     }
     if kv_modes:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from edgellm.common.paths import require_data_file, resolve_artifact
 
@@ -34,7 +35,6 @@ def run(ns: argparse.Namespace) -> int:
     """Evaluate; a missing artifact or text exits 2."""
     from edgellm.host.evaluate.artifact import evaluate_artifact, reference_dir
     from edgellm.host.evaluate.evaluate import EvalConfig
-    from edgellm.host.evaluate.report import table
     from edgellm.host.progress_bar import progress_bar
 
     artifact = resolve_artifact(ns.artifact)
@@ -62,11 +62,24 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
         return 0
+    _print_result(result)
+    return 0
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    """The table, what was not measured and why, and the protocol behind the perplexity."""
+    from edgellm.host.evaluate.report import table
+
     sys.stdout.write(table(result["results"]) + "\n")
+    if result["reference"] is None:  # issue 12: top-1/KL printed as 0.0000 read as a measurement
+        sys.stdout.write(
+            "top-1 and KL not measured: no fp reference (the manifest names no fp checkpoint "
+            "present on this host); pass --reference HF_DIR\n"
+        )
     if "kv_cache" in result:
         sys.stdout.write("KV cache (prefill half, decode half of each window):\n")
         sys.stdout.write(table(result["kv_cache"], ("ppl", "tokens")) + "\n")
     sys.stdout.write(
-        f"size {result['size_bytes'] / 1e6:.1f} MB, {cfg.tokens} tokens, context {cfg.context}\n"
+        f"size {result['size_bytes'] / 1e6:.1f} MB; perplexity over the first {result['tokens']} tokens "
+        f"of {result['text']}, windows of {result['context']} tokens every {result['stride']}\n"
     )
-    return 0

@@ -13,6 +13,6 @@ def table(rows: dict[str, dict[str, Any]], columns: tuple[str, ...] = ("ppl", "t
         cells = []
         for c in columns:
             v = res.get(c)
-            cells.append(f"{v:>12.4f}" if isinstance(v, float) else f"{v!s:>12}")
+            cells.append(f"{v:>12.4f}" if isinstance(v, float) else f"{'-' if v is None else v!s:>12}")
         lines.append(f"{name:<10}" + "".join(cells))
     return "\n".join(lines)

@@ -115,7 +115,11 @@ def run(ns: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
         return 0
     if "auto" in result:
-        sys.stdout.write("auto candidates (held-out valid text, torch):\n")
+        a = result["auto"]
+        sys.stdout.write(
+            f"auto candidates (torch, last 1024 tokens of wikitext2-valid in windows of 512; "
+            f"fp {a['held_out_fp_ppl']:.3f}, target {a['target_ppl']:.3f}):\n"
+        )
         for c in result["auto"]["candidates"]:
             sys.stdout.write(
                 f"  k={c['k']:>3} INT8 units  size {c['size_bytes'] / 1e6:7.2f} MB  ppl {c['ppl']:.3f}\n"

@@ -14,7 +14,6 @@ from typing import Any
 
 import structlog
 
-from edgellm.common.paths import cache_dir
 from edgellm.host.evaluate.evaluate import EvalConfig, artifact_bytes, evaluate, take_tokens
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
 from edgellm.host.quantize.adapter import adapter_for
@@ -51,10 +50,10 @@ def resolve_model_dir(model: str) -> Path:
             raise FileNotFoundError(f"{path} is not a Hugging Face checkpoint (no config.json)")
         return path
     from edgellm.host.convert.default_model import default_source
-    from edgellm.host.convert.gguf_to_hf import gguf_to_hf
+    from edgellm.host.convert.gguf_to_hf import default_hf_dir, gguf_to_hf
 
     source = default_source()
-    return gguf_to_hf(source.path, cache_dir() / "hf" / f"smollm2-{source.sha256[:12]}")
+    return gguf_to_hf(source.path, default_hf_dir(source.name, source.sha256))
 
 
 def load_model(hf_dir: Path) -> tuple[Any, Any]:
