@@ -24,9 +24,9 @@ from edgellm.device.rpc.server import RunningDaemon
 from edgellm.device.rpc.server import start_server as start_daemon
 from edgellm.host.server import HostConfig, RunningHost
 from edgellm.host.server import start_server as start_host
-from tests.tiny_quant import tiny_artifact, tiny_hf, tiny_session
+from tests.tiny_quant import tiny_artifact, tiny_hf, tiny_model
 
-__all__ = ["tiny_artifact", "tiny_hf", "tiny_session"]
+__all__ = ["tiny_artifact", "tiny_hf", "tiny_model"]
 
 
 @dataclass

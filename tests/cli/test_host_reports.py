@@ -14,22 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from edgellm.host.convert import pipeline as convert_pipeline
+from edgellm.host.builder import source as builder_source
+from edgellm.host.builder.source import default_hf_dir
 from edgellm.host.convert.default_model import default_source
-from edgellm.host.convert.gguf_to_hf import default_hf_dir
-from edgellm.host.quantize import pipeline as quantize_pipeline
 from tests.cli.conftest import Result
 
 
 def _without_reference(artifact: Path, into: Path) -> Path:
-    """The artifact's files (symlinked) under a manifest that names no fp checkpoint."""
+    """The artifact's files (symlinked) under a manifest whose fp checkpoint is not on this host."""
     into.mkdir()
     for f in artifact.iterdir():
         if f.name != "manifest.json":
             (into / f.name).symlink_to(f)
     manifest = json.loads((artifact / "manifest.json").read_text(encoding="utf-8"))
-    for key in ("hf_dir", "hf_checkpoint", "path"):
-        manifest["source"].pop(key, None)
+    manifest["source"]["hf_dir"] = str(into / "not-on-this-host")
     (into / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     return into
 
@@ -56,34 +54,30 @@ class _Stop(Exception):
     """Raised by the recording stand-in once the cache location is known (nothing is converted)."""
 
 
-def test_convert_and_quantize_share_one_dequantized_checkpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_convert_and_quantize_share_one_dequantized_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both open the model through the builder's LoadedModel, whose GGUF goes to one cache key."""
+    from edgellm.host.builder.loaded import LoadedModel
+    from edgellm.host.evaluate.evaluate import EvalConfig
+
     seen: list[Path] = []
 
     def record(_gguf: Path, out_dir: Path, **_kw: object) -> Path:
         seen.append(out_dir)
         raise _Stop
 
-    monkeypatch.setattr(convert_pipeline, "gguf_to_hf", record)
-    monkeypatch.setattr("edgellm.host.convert.gguf_to_hf.gguf_to_hf", record)  # quantize imports it late
+    monkeypatch.setattr(builder_source, "gguf_to_hf", record)
     with pytest.raises(_Stop):
-        convert_pipeline.convert("default", tmp_path / "out")
-    with pytest.raises(_Stop):
-        quantize_pipeline.resolve_model_dir("default")
+        LoadedModel.open("default", EvalConfig())
     source = default_source()
-    assert seen == [default_hf_dir(source.name, source.sha256)] * 2
-    assert not (tmp_path / "out").exists()
+    assert seen == [default_hf_dir(source.name, source.sha256)]
 
 
 def test_convert_records_its_fp_checkpoint_for_eval(default_artifact: Path) -> None:
-    """The manifest names the checkpoint `eval` compares against (an artifact built before this
-    change has none; `make test` builds its own)."""
+    """The manifest names the checkpoint `eval` compares against."""
+    from edgellm.common.artifact_files import read_manifest
     from edgellm.host.evaluate.artifact import reference_dir
 
-    source = json.loads((default_artifact / "manifest.json").read_text(encoding="utf-8"))["source"]
-    if "hf_dir" not in source:
-        pytest.skip("artifact built before convert recorded hf_dir")
-    assert Path(source["hf_dir"]) == default_hf_dir(source["name"], source["sha256"])
-    if (Path(source["hf_dir"]) / "config.json").is_file():
-        assert reference_dir(default_artifact) == Path(source["hf_dir"])
+    manifest, _ = read_manifest(default_artifact)
+    assert Path(manifest.source.hf_dir) == default_hf_dir(manifest.source.name, manifest.source.sha256)
+    if (Path(manifest.source.hf_dir) / "config.json").is_file():
+        assert reference_dir(default_artifact)[0] == Path(manifest.source.hf_dir)

@@ -47,13 +47,6 @@ def _fix_special_tokens(tokenizer: Any, config: Any) -> None:
             setattr(tokenizer, f"{attr}_token", tokenizer.convert_ids_to_tokens(token_id))
 
 
-def default_hf_dir(name: str, sha256: str) -> Path:
-    """The one cache location of a dequantized GGUF (convert and quantize share it: issue 12)."""
-    from edgellm.common.paths import cache_dir
-
-    return cache_dir() / "hf" / f"{name}-{sha256[:12]}"
-
-
 def gguf_to_hf(gguf_path: Path, out_dir: Path, *, force: bool = False) -> Path:
     """Write a float32 HF checkpoint + tokenizer for ``gguf_path`` into ``out_dir``."""
     if not force and (out_dir / _DONE_MARKER).is_file():

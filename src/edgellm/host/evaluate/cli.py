@@ -47,39 +47,29 @@ def run(ns: argparse.Namespace) -> int:
         sys.stderr.write(f"edgellm eval: {exc}\n")
         return 2
     cfg = EvalConfig(text_file=ns.text, tokens=ns.tokens, context=ns.context, stride=ns.stride)
+    reference, why = (ns.reference, "") if ns.reference else reference_dir(artifact)
     try:
         with progress_bar("eval", enabled=not ns.json) as progress:
-            result = evaluate_artifact(
-                artifact,
-                cfg,
-                ns.reference or reference_dir(artifact),
-                (8, 9, 10) if ns.kv else (),
-                progress,
-            )
+            result = evaluate_artifact(artifact, cfg, reference, (8, 9, 10) if ns.kv else (), progress)
     except (ValueError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm eval: {exc}\n")
         return 2
     if ns.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
         return 0
-    _print_result(result)
+    _print_result(result, why)
     return 0
 
 
-def _print_result(result: dict[str, Any]) -> None:
+def _print_result(result: dict[str, Any], why: str) -> None:
     """The table, what was not measured and why, and the protocol behind the perplexity."""
-    from edgellm.host.evaluate.report import table
+    from edgellm.host.evaluate.report import protocol, table
 
     sys.stdout.write(table(result["results"]) + "\n")
+    sys.stdout.write(f"perplexity: {protocol(result)}; mnn = the artifact through MNN's prefill path\n")
     if result["reference"] is None:  # issue 12: top-1/KL printed as 0.0000 read as a measurement
-        sys.stdout.write(
-            "top-1 and KL not measured: no fp reference (the manifest names no fp checkpoint "
-            "present on this host); pass --reference HF_DIR\n"
-        )
+        sys.stdout.write(f"top-1 and KL not measured: no fp reference ({why}); pass --reference HF_DIR\n")
     if "kv_cache" in result:
-        sys.stdout.write("KV cache (prefill half, decode half of each window):\n")
+        sys.stdout.write("KV cache (each window decoded one token per forward):\n")
         sys.stdout.write(table(result["kv_cache"], ("ppl", "tokens")) + "\n")
-    sys.stdout.write(
-        f"size {result['size_bytes'] / 1e6:.1f} MB; perplexity over the first {result['tokens']} tokens "
-        f"of {result['text']}, windows of {result['context']} tokens every {result['stride']}\n"
-    )
+    sys.stdout.write(f"size {result['size_bytes'] / 1e6:.1f} MB\n")

@@ -40,11 +40,8 @@ class Accumulator:
         self.n += len(targets)
 
     def result(self) -> dict[str, float]:
-        """Perplexity, and mean KL(fp‖model) per token and top-1 agreement with fp when compared.
-
-        Without a reference there is no top-1 or KL at all (issue 12: zeros read as a measurement).
-        """
+        """Perplexity; mean KL(fp‖model) per token and top-1 agreement with fp only when compared with fp."""
         out = {"ppl": math.exp(self.nll / self.n), "tokens": float(self.n)}
-        if self.n_ref:
-            out |= {"kl": self.kl / self.n_ref, "top1": self.agree / self.n_ref}
+        if self.n_ref == self.n:
+            out |= {"kl": self.kl / self.n, "top1": self.agree / self.n}
         return out
