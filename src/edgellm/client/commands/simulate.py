@@ -8,6 +8,8 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from edgellm.common.argtypes import float_in
+
 if TYPE_CHECKING:
     from edgellm.device.virtual_phone.profile import PhoneProfile
 
@@ -20,7 +22,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="sd8gen3",
         help="shipped profile, a JSON file, or a generated phone gen-SEED / held-out-SEED (default sd8gen3)",
     )
-    p.add_argument("--minutes", type=float, default=30.0, help="simulated minutes of continuous generation")
+    p.add_argument(
+        "--minutes", type=float_in(0.01), default=30.0, help="simulated minutes of continuous generation"
+    )
     p.add_argument(
         "--governor", choices=("on", "off"), default=None, help="shorthand for --policy thermal|off"
     )

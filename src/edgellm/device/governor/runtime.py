@@ -65,6 +65,7 @@ class GovernorSnapshot:
     frontier: str = ""
     model_tau_s: float = 0.0
     model_ambient_c: float = 0.0
+    rung: int = 0  # ladder position in use (0 = fastest); `cluster` is its label
 
 
 class GovernorRuntime:
@@ -283,4 +284,5 @@ class GovernorRuntime:
             frontier=self.controller.frontier.describe() if self.controller.frontier is not None else "",
             model_tau_s=self.controller.components.tau_s,
             model_ambient_c=self.controller.components.ambient_c,
+            rung=act.rung if act is not None else 0,
         )

@@ -176,6 +176,7 @@ def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
         frontier=g.frontier,
         model_tau_s=g.model_tau_s,
         model_ambient_c=g.model_ambient_c,
+        rung=g.rung,
     )
 
 
