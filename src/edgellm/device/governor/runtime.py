@@ -95,6 +95,7 @@ class GovernorRuntime:
         self.last: Decision | None = None
         self.last_reading: Reading | None = None
         self._pinned: Actuation | None = None
+        self.throttled_seconds = 0.0  # time spent below the fastest rung (summed each period)
         self._build()
         self._task: asyncio.Task[None] | None = None
         log.info(
@@ -155,6 +156,8 @@ class GovernorRuntime:
         if self.phone is not None:
             self.phone.advance(elapsed_s, self.busy, self.actuators.current)
             now = self.phone.sim_seconds  # the controller runs on the phone's (scaled) clock
+        if self.level > 0:
+            self.throttled_seconds += elapsed_s
         reading = self.telemetry.read()
         self.last_reading = reading
         temp = reading.control_c
@@ -223,6 +226,13 @@ class GovernorRuntime:
         """Rebuild the ladder after the engine was reloaded with a new thread count."""
         self.threads = threads
         self._build()
+
+    @property
+    def level(self) -> int:
+        """The current rung's index in the ladder: 0 = fastest (also when the governor is off)."""
+        current = self.actuators.current
+        labels = [r.label for r in self.ladder]
+        return labels.index(current.label) if current is not None and current.label in labels else 0
 
     def snapshot(self) -> GovernorSnapshot:
         """The governor's state for telemetry."""
