@@ -58,7 +58,7 @@ async def start_gw(start_daemon: StartDaemon) -> AsyncIterator[StartGateway]:
 
     async def start(daemon: RunningDaemon, daemon_token: str | None = None, **config: Any) -> RunningGateway:
         target = f"127.0.0.1:{daemon.port}"
-        cfg = GatewayConfig(target=target, port=0, telemetry_period_s=0.2, **config)
+        cfg = GatewayConfig(**{"target": target, "port": 0, "telemetry_period_s": 0.2, **config})
         running = await start_gateway(cfg, connect(target, daemon_token))
         started.append(running)
         return running

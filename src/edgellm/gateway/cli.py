@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from edgellm.client.commands.common_args import add_target
+from edgellm.common.errors import InvalidArgument
 from edgellm.gateway.config import API_KEY_ENV, DEFAULT_PORT, GatewayConfig, api_key_from_env
 
 
@@ -52,8 +54,17 @@ def config_from(ns: argparse.Namespace) -> GatewayConfig:
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Serve until interrupted."""
-    from edgellm.gateway.server import serve  # uvicorn and starlette: the gateway extra only
-
-    serve(config_from(ns))
+    """Serve until interrupted (exit 2 on a configuration it refuses)."""
+    try:
+        config = config_from(ns)
+        config.validate()
+    except (InvalidArgument, OSError) as err:
+        sys.stderr.write(f"edgellm: gateway: {err}\n")
+        return 2
+    try:
+        from edgellm.gateway.server import serve  # uvicorn and starlette: the gateway extra only
+    except ImportError as err:
+        sys.stderr.write(f"edgellm: gateway: {err.name} is missing: pip install 'edgellm[gateway]'\n")
+        return 2
+    serve(config)
     return 0

@@ -63,4 +63,10 @@ async def start_gateway(config: GatewayConfig, daemon: AioDaemon | None = None) 
 
 def serve(config: GatewayConfig) -> None:
     """Serve until SIGINT/SIGTERM."""
-    uvicorn.Server(uvicorn_config(config)).run()
+
+    async def main() -> None:
+        # Why build the app inside the loop: grpc.aio binds a channel to the loop it was made on, and
+        # uvicorn's Server.run() would start a new loop after the app (and its channel) existed.
+        await uvicorn.Server(uvicorn_config(config)).serve()
+
+    asyncio.run(main())
