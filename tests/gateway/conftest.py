@@ -6,6 +6,7 @@ gateway layer in milliseconds; tests/gateway/test_acceptance.py uses the real mo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest_asyncio
 from edgellm.client.aio import connect
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.gateway.app import Gateway
 from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.server import RunningGateway, start_gateway
 from tests.fakes.fake_artifact import write_fake_artifact
@@ -90,3 +92,19 @@ async def client(gateway: RunningGateway) -> AsyncIterator[openai.AsyncOpenAI]:
     """The SDK on the fake gateway."""
     async with sdk(gateway) as c:
         yield c
+
+
+def gateway_of(gw: RunningGateway) -> Gateway:
+    """The Gateway object behind a running server (its telemetry watch, metrics, sessions)."""
+    gateway: Gateway = gw.server.config.app.state.gateway  # type: ignore[union-attr]
+    return gateway
+
+
+async def telemetry_read(gw: RunningGateway, within_s: float = 5.0) -> None:
+    """Wait until the gateway holds its first telemetry sample."""
+    watch = gateway_of(gw).watch
+    for _ in range(int(within_s / 0.01)):
+        if watch.samples:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no telemetry sample reached the gateway")

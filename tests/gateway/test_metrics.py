@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
 from edgellm.device.rpc.server import RunningDaemon
-from edgellm.gateway.app import Gateway
 from edgellm.gateway.server import RunningGateway
-from tests.gateway.conftest import StartGateway, sdk
-
-
-def _gateway(gw: RunningGateway) -> Gateway:
-    app = gw.server.config.app
-    gateway: Gateway = app.state.gateway  # type: ignore[union-attr]
-    return gateway
+from tests.gateway.conftest import StartGateway, gateway_of, sdk, telemetry_read
 
 
 async def _scrape(http: httpx.AsyncClient, gw: RunningGateway) -> dict[str, float]:
@@ -34,11 +25,8 @@ async def test_scrapes_read_the_cached_sample_not_the_device(
     start_gw: StartGateway, fake_daemon: RunningDaemon
 ) -> None:
     gw = await start_gw(fake_daemon, telemetry_period_s=60.0)
-    watch = _gateway(gw).watch
-    for _ in range(200):
-        if watch.samples:
-            break
-        await asyncio.sleep(0.01)
+    watch = gateway_of(gw).watch
+    await telemetry_read(gw)
     assert watch.samples == 1
     async with httpx.AsyncClient() as http:
         for _ in range(20):
