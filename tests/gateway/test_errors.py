@@ -88,8 +88,13 @@ async def test_response_format_reaches_the_device_as_a_constraint(client: openai
         {"type": "json_schema", "json_schema": {"name": "city", "schema": schema}},
     ]
     for fmt in formats:
-        with pytest.raises(openai.BadRequestError, match="constrain"):
+        with pytest.raises(openai.BadRequestError, match="constrain") as caught:
             await client.chat.completions.create(model="fake-model", messages=QUESTION, response_format=fmt)
+        assert caught.value.param == "response_format"
+        with pytest.raises(openai.BadRequestError):  # streamed: refused before any text is sent
+            await client.chat.completions.create(
+                model="fake-model", messages=QUESTION, response_format=fmt, stream=True
+            )
 
 
 async def test_no_model_loaded_is_a_503_and_health_says_so(

@@ -76,7 +76,7 @@ class Completions:
             stream = await Stream.open(self.daemon, req)
         except grpc.aio.AioRpcError as err:
             occupancy.__exit__(None, None, None)
-            raise await self._api_error(err) from None
+            raise await self._api_error(err, parsed) from None
         except BaseException:
             occupancy.__exit__(None, None, None)
             raise
@@ -162,11 +162,14 @@ class Completions:
         if parsed.kind == "chat" and last.finish_reason != device_pb2.FINISH_REASON_CANCELLED:
             self.sessions.remember(parsed.request.session_id, parsed.messages, text, parsed.user)
 
-    async def _api_error(self, err: grpc.aio.AioRpcError) -> ApiError:
+    async def _api_error(self, err: grpc.aio.AioRpcError, parsed: Parsed | None = None) -> ApiError:
         loaded = None
         if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
             loaded = await upstream.model_loaded(self.daemon)
         api = from_rpc_error(err, loaded)
+        if api.status == 400 and parsed is not None and parsed.request.HasField("constraint"):
+            # The device refuses what it cannot enforce; name the field that asked for it.
+            api.param = "response_format"
         log.info("daemon_refused", code=err.code().name, details=err.details(), http_status=api.status)
         return api
 
