@@ -73,9 +73,13 @@ async def test_penalties_change_a_greedy_answer_that_repeats(
     messages: list[openai.types.chat.ChatCompletionMessageParam] = [{"role": "user", "content": "Sing"}]
     async with sdk(gw) as client:
 
-        async def answer(**penalties: float) -> str:
+        async def answer(frequency_penalty: float = 0.0, presence_penalty: float = 0.0) -> str:
             a = await client.chat.completions.create(
-                model="fake-model", messages=messages, temperature=0, **penalties
+                model="fake-model",
+                messages=messages,
+                temperature=0,
+                frequency_penalty=frequency_penalty,
+                presence_penalty=presence_penalty,
             )
             return a.choices[0].message.content or ""
 
