@@ -86,28 +86,37 @@ def _process(argv: list[str], ready: str, nice: int = 0) -> Iterator[subprocess.
         log.close()
 
 
-def direct(client: DaemonClient, stop_ids: list[int], new_tokens: int) -> tuple[float, float, int]:
-    """One streamed Generate: (TTFT ms, decode tok/s after the first token, completion tokens)."""
+Run = tuple[float, float, int, float]
+
+
+def direct(client: DaemonClient, stop_ids: list[int], new_tokens: int) -> Run:
+    """One streamed Generate: (client TTFT ms, client decode tok/s after the first token, completion
+    tokens, the device's own TTFT ms)."""
     request = build_request(None, MESSAGES, new_tokens)
     for t in stop_ids:
         request.sampling.logit_bias[t] = BAN
     t0 = time.perf_counter()
     first = last = 0.0
     n = 0
+    device_ttft = 0.0
     for r in client.stream(request):
         if r.token_ids:
             now = time.perf_counter()
             n += len(r.token_ids)
             first = first or now
             last = now
-    return (first - t0) * 1000, (n - 1) / (last - first), n
+        if r.finish_reason:
+            device_ttft = r.stats.ttft_ms
+    return (first - t0) * 1000, (n - 1) / (last - first), n, device_ttft
 
 
-def gateway(client: openai.OpenAI, stop_ids: list[int], new_tokens: int) -> tuple[float, float, int]:
-    """One streamed chat completion through the gateway: the same three figures, from SSE chunks."""
+def gateway(client: openai.OpenAI, stop_ids: list[int], new_tokens: int) -> Run:
+    """One streamed chat completion through the gateway: the same figures, from SSE chunks (the
+    device's TTFT from the finishing chunk's llama-server `timings`: queue + prompt ms)."""
     t0 = time.perf_counter()
     first = last = 0.0
     n = 0
+    device_ttft = 0.0
     stream = client.chat.completions.create(
         model="",
         messages=CHAT,
@@ -124,7 +133,10 @@ def gateway(client: openai.OpenAI, stop_ids: list[int], new_tokens: int) -> tupl
             last = now
         if chunk.usage is not None:
             n = chunk.usage.completion_tokens
-    return (first - t0) * 1000, (n - 1) / (last - first), n
+        timings = (chunk.model_extra or {}).get("timings")
+        if timings:
+            device_ttft = timings["queue_ms"] + timings["prompt_ms"]
+    return (first - t0) * 1000, (n - 1) / (last - first), n, device_ttft
 
 
 def main() -> int:
@@ -144,7 +156,7 @@ def main() -> int:
     daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
     daemon_argv += ["--threads", str(ns.threads), "--data-dir", tempfile.mkdtemp()]
     gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport)]
-    results: dict[str, list[tuple[float, float, int]]] = {"grpc": [], "gateway": []}
+    results: dict[str, list[Run]] = {"grpc": [], "gateway": []}
     with (
         _process(daemon_argv, target),
         _process(gateway_argv, f"http://127.0.0.1:{gport}/health", ns.gateway_nice),
@@ -175,6 +187,15 @@ def main() -> int:
         "decode_tps_median": {k: round(med(k, 1), 1) for k in results},
         "decode_ratio_gateway_vs_grpc": round(med("gateway", 1) / med("grpc", 1), 3),
         "ttft_overhead_ms_median": round(med("gateway", 0) - med("grpc", 0), 1),
+        # What the path adds to the device's own TTFT (client TTFT - device TTFT): prefill noise cancels.
+        "transport_ms_median": {
+            k: round(statistics.median(r[0] - r[3] for r in results[k]), 2) for k in results
+        },
+        "transport_overhead_ms": round(
+            statistics.median(r[0] - r[3] for r in results["gateway"])
+            - statistics.median(r[0] - r[3] for r in results["grpc"]),
+            2,
+        ),
         "ttft_overhead_ms_median_of_pairs": round(
             statistics.median(g[0] - d[0] for g, d in zip(results["gateway"], results["grpc"], strict=True)),
             1,

@@ -152,3 +152,18 @@ async def test_user_scopes_conversations(
         model="fake-model", messages=QUESTION, temperature=0, user=user
     )
     assert answer.choices[0].message.content == DEFAULT_REPLY
+
+
+async def test_answers_carry_llama_server_timings_from_the_device(client: openai.AsyncOpenAI) -> None:
+    whole = await client.chat.completions.create(model="fake-model", messages=QUESTION, temperature=0)
+    assert whole.model_extra is not None and whole.usage is not None
+    t = whole.model_extra["timings"]
+    assert t["prompt_n"] == whole.usage.prompt_tokens
+    assert t["predicted_n"] == whole.usage.completion_tokens - 1
+    assert t["prompt_ms"] > 0 and t["predicted_per_second"] > 0
+    stream = await client.chat.completions.create(
+        model="fake-model", messages=QUESTION, temperature=0, stream=True
+    )
+    finishing = [c async for c in stream if c.choices and c.choices[0].finish_reason]
+    assert len(finishing) == 1 and finishing[0].model_extra is not None
+    assert finishing[0].model_extra["timings"]["predicted_n"] == t["predicted_n"]

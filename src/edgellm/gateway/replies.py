@@ -28,6 +28,25 @@ def usage(stats: device_pb2.GenerateStats) -> dict[str, Any]:
     }
 
 
+def timings(stats: device_pb2.GenerateStats) -> dict[str, Any]:
+    """llama-server's `timings` extension, as the device measured them (queue_ms is edgellm's own).
+
+    prompt_ms is the device's TTFT less its queue wait; predicted_* cover the tokens after the first.
+    """
+    prompt_ms = max(stats.ttft_ms - stats.queue_ms, 0.0)
+    predicted_ms = max(stats.total_ms - stats.ttft_ms, 0.0)
+    predicted_n = max(stats.completion_tokens - 1, 0)
+    return {
+        "prompt_n": stats.prefilled_tokens,
+        "prompt_ms": round(prompt_ms, 3),
+        "prompt_per_second": round(stats.prefill_tokens_per_second, 3),
+        "predicted_n": predicted_n,
+        "predicted_ms": round(predicted_ms, 3),
+        "predicted_per_second": round(stats.decode_tokens_per_second, 3),
+        "queue_ms": round(stats.queue_ms, 3),
+    }
+
+
 class Shaper:
     """Builds every object of one answer with the same id, creation time and model name."""
 
@@ -50,12 +69,20 @@ class Shaper:
                 "logprobs": None,
                 "finish_reason": finish,
             }
-            return {**self._head("chat.completion"), "choices": [choice], "usage": usage(stats)}
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-        return {**self._head("text_completion"), "choices": [choice], "usage": usage(stats)}
+            head = self._head("chat.completion")
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            head = self._head("text_completion")
+        return {**head, "choices": [choice], "usage": usage(stats), "timings": timings(stats)}
 
-    def chunk(self, text: str, finish: str | None = None, first: bool = False) -> dict[str, Any]:
-        """One stream chunk: a text delta, or (with finish) the closing choice."""
+    def chunk(
+        self,
+        text: str,
+        finish: str | None = None,
+        first: bool = False,
+        stats: device_pb2.GenerateStats | None = None,
+    ) -> dict[str, Any]:
+        """One stream chunk: a text delta, or (with finish) the closing choice and its timings."""
         if self.kind == "chat":
             delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {}
             if text and not first:
@@ -67,6 +94,8 @@ class Shaper:
             out = {**self._head("text_completion"), "choices": [choice]}
         if self.include_usage:
             out["usage"] = None
+        if stats is not None:
+            out["timings"] = timings(stats)
         return out
 
     def usage_chunk(self, stats: device_pb2.GenerateStats) -> dict[str, Any]:

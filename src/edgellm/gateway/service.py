@@ -138,7 +138,7 @@ class Completions:
                     yield event(shaper.chunk(msg.text, first=first))
                     first = False
                 if msg.finish_reason:
-                    yield event(shaper.chunk("", finish=FINISH.get(msg.finish_reason, "stop")))
+                    yield event(shaper.chunk("", FINISH.get(msg.finish_reason, "stop"), stats=msg.stats))
                     if parsed.include_usage:
                         yield event(shaper.usage_chunk(msg.stats))
                     self._finished(parsed, "".join(parts), msg)
