@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -148,6 +149,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gateway-nice", type=int, default=0, help="19 ≈ a gateway on another machine")
     ns = ap.parse_args()
+    # Why: SIGTERM would end Python without unwinding, leaving the daemon and gateway processes behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     manifest = json.loads((ns.artifact / "manifest.json").read_text())
     stop_ids = [int(t) for t in manifest["tokenizer"]["stop_token_ids"]]
     dport, gport = _free_port(), _free_port()
