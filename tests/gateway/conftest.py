@@ -58,10 +58,13 @@ async def start_gw(start_daemon: StartDaemon) -> AsyncIterator[StartGateway]:
     """Start gateways in front of a daemon: `await start_gw(daemon, daemon_token=..., **config)`."""
     started: list[RunningGateway] = []
 
-    async def start(daemon: RunningDaemon, daemon_token: str | None = None, **config: Any) -> RunningGateway:
-        target = f"127.0.0.1:{daemon.port}"
-        cfg = GatewayConfig(**{"target": target, "port": 0, "telemetry_period_s": 0.2, **config})
-        running = await start_gateway(cfg, connect(target, daemon_token))
+    async def start(
+        daemon: RunningDaemon | None, daemon_token: str | None = None, **config: Any
+    ) -> RunningGateway:
+        cfg = GatewayConfig(**{"port": 0, "telemetry_period_s": 0.2, **config})
+        if daemon is not None:
+            cfg = replace(cfg, target=f"127.0.0.1:{daemon.port}")
+        running = await start_gateway(cfg, connect(cfg.target, daemon_token))
         started.append(running)
         return running
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -166,3 +167,18 @@ def test_the_gateway_refuses_to_serve_off_loopback_without_a_key() -> None:
     with pytest.raises(ValueError, match="API key"):
         GatewayConfig(host="0.0.0.0").validate()
     GatewayConfig(host="0.0.0.0", api_key="k").validate()
+
+
+async def test_an_unreachable_daemon_is_a_503_everywhere(start_gw: StartGateway) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    gw = await start_gw(None, target=f"127.0.0.1:{dead}")
+    async with sdk(gw) as c:
+        with pytest.raises(openai.InternalServerError) as caught:
+            await c.chat.completions.create(model="", messages=QUESTION)
+    assert caught.value.status_code == 503 and "unavailable" in caught.value.message
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(f"http://127.0.0.1:{gw.port}/health")).status_code == 503
+        metrics = (await http.get(f"http://127.0.0.1:{gw.port}/metrics")).text
+    assert "edgellm_device_up 0.0" in metrics

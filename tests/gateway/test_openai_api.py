@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from edgellm.device.rpc.server import RunningDaemon
+from edgellm.gateway.server import RunningGateway
 from tests.fakes.fake_engine import DEFAULT_REPLY
 from tests.gateway.conftest import StartDaemon, StartGateway, sdk
 
@@ -167,3 +169,15 @@ async def test_answers_carry_llama_server_timings_from_the_device(client: openai
     finishing = [c async for c in stream if c.choices and c.choices[0].finish_reason]
     assert len(finishing) == 1 and finishing[0].model_extra is not None
     assert finishing[0].model_extra["timings"]["predicted_n"] == t["predicted_n"]
+
+
+async def test_the_raw_stream_is_sse_ending_with_done(gateway: RunningGateway) -> None:
+    body = {"model": "fake-model", "messages": QUESTION, "stream": True, "max_tokens": 3}
+    async with (
+        httpx.AsyncClient() as http,
+        http.stream("POST", f"http://127.0.0.1:{gateway.port}/v1/chat/completions", json=body) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [line async for line in response.aiter_lines() if line]
+    assert all(e.startswith("data: ") for e in events)
+    assert events[-1] == "data: [DONE]" and events.count("data: [DONE]") == 1
