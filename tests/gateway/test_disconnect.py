@@ -80,6 +80,8 @@ async def test_the_gateway_serves_the_next_request_after_a_disconnect(
         async for _ in stream:
             break
         await stream.close()
-        answer = await c.chat.completions.create(model="fake-model", messages=QUESTION, max_tokens=3)
+        answer = await c.chat.completions.create(
+            model="fake-model", messages=QUESTION, max_tokens=3, temperature=0
+        )
     assert answer.choices[0].finish_reason == "length"
     assert isinstance(answer, openai.types.chat.ChatCompletion)

@@ -8,8 +8,6 @@ counts processed tokens.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -64,16 +62,15 @@ class GatewayMetrics:
         self.processing.set(min(self._in_flight, 1))
         self.deferred.set(max(self._in_flight - 1, 0))
 
-    @contextmanager
-    def in_flight(self) -> Iterator[None]:
-        """Count a generation request as processing/deferred while it runs."""
+    def begin(self) -> None:
+        """A generation request starts: processing, or deferred behind another one."""
         self._in_flight += 1
         self._occupancy()
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            self._occupancy()
+
+    def end(self) -> None:
+        """A generation request ended (answered, refused by the device, or abandoned)."""
+        self._in_flight -= 1
+        self._occupancy()
 
     def answered(self, endpoint: str, status: int, started: float) -> None:
         """Count an HTTP answer and its duration."""

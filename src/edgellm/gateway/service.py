@@ -70,23 +70,25 @@ class Completions:
         elif explicit:
             req.session_id = self.sessions.session_for((), parsed.user, explicit)
         shaper = Shaper(kind, req.request_id, parsed.model or self._model_name(), parsed.include_usage)
-        occupancy = self.metrics.in_flight()
-        occupancy.__enter__()
+        self.metrics.begin()
         try:
             stream = await Stream.open(self.daemon, req)
         except grpc.aio.AioRpcError as err:
-            occupancy.__exit__(None, None, None)
+            self.metrics.end()
             raise await self._api_error(err, parsed) from None
         except BaseException:
-            occupancy.__exit__(None, None, None)
+            self.metrics.end()
             raise
         self.metrics.first_token(endpoint, started)
-        if parsed.stream:
-            return EventStream(self._events(stream, shaper, parsed, endpoint, started, occupancy))
+        if parsed.stream:  # ended by the events' `finally`, or on_close if they never started
+            return EventStream(
+                self._events(stream, shaper, parsed, endpoint, started),
+                on_close=lambda: self._closed(stream, endpoint, 499, started),
+            )
         try:
             return await self._whole(stream, shaper, parsed, request)
         finally:
-            occupancy.__exit__(None, None, None)
+            self.metrics.end()
 
     # -- whole answers -------------------------------------------------------------------------------
     async def _whole(self, stream: Stream, shaper: Shaper, parsed: Parsed, request: Request) -> Response:
@@ -126,7 +128,6 @@ class Completions:
         parsed: Parsed,
         endpoint: str,
         started: float,
-        occupancy: contextlib.AbstractContextManager[None],
     ) -> AsyncGenerator[bytes]:
         parts: list[str] = []
         first = True
@@ -152,8 +153,12 @@ class Completions:
             status = 499  # cancelled: the client went away
             raise
         finally:
-            stream.cancel()
-            occupancy.__exit__(None, None, None)
+            self._closed(stream, endpoint, status, started)
+
+    def _closed(self, stream: Stream, endpoint: str, status: int, started: float) -> None:
+        """A streamed request ends (once): cancel upstream if still running, count the answer."""
+        if stream.close():
+            self.metrics.end()
             self.metrics.answered(endpoint, status, started)
 
     # -- shared ----------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ ASGI spec version the server reports (Starlette only watches for it below 2.4) â
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import anyio
@@ -27,9 +27,12 @@ def event(obj: dict[str, Any]) -> bytes:
 class EventStream(StreamingResponse):
     """Streams byte events; a client disconnect cancels the iterator (its `finally` cancels upstream)."""
 
-    def __init__(self, events: AsyncGenerator[bytes]) -> None:
+    def __init__(self, events: AsyncGenerator[bytes], on_close: Callable[[], None]) -> None:
         super().__init__(events, status_code=200, headers=HEADERS, media_type="text/event-stream")
         self.events = events
+        # Why a callback besides the generator's `finally`: closing a generator that never started
+        # (the client left before the first event) does not run its `finally`.
+        self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Send events until the iterator ends or the client goes away, whichever comes first."""
@@ -49,4 +52,5 @@ class EventStream(StreamingResponse):
             finally:
                 with anyio.CancelScope(shield=True):
                     await self.events.aclose()
+                self.on_close()
                 group.cancel_scope.cancel()

@@ -20,6 +20,7 @@ class Stream:
     def __init__(self, call: Any, first: device_pb2.GenerateResponse) -> None:
         self._call = call
         self.first = first
+        self._closed = False
 
     @classmethod
     async def open(cls, daemon: AioDaemon, request: device_pb2.GenerateRequest) -> Stream:
@@ -50,6 +51,14 @@ class Stream:
     def cancel(self) -> None:
         """Cancel the call: the daemon's stream ends and its engine stops within a token."""
         self._call.cancel()
+
+    def close(self) -> bool:
+        """Cancel the call once (a finished call is unaffected); True only for the first close."""
+        if self._closed:
+            return False
+        self._closed = True
+        self._call.cancel()
+        return True
 
 
 async def status(daemon: AioDaemon) -> device_pb2.DaemonStatus:
