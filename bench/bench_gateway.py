@@ -56,9 +56,17 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _process(argv: list[str], ready: str, nice: int = 0) -> Iterator[subprocess.Popen[bytes]]:
-    """Start a process and wait until `ready` (an HTTP URL or a gRPC target) answers."""
-    preexec = (lambda: os.nice(nice)) if nice else None
+def _process(
+    argv: list[str], ready: str, nice: int = 0, cpus: set[int] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a process (at `nice`, on `cpus`); wait until `ready` (an HTTP URL or gRPC target) answers."""
+
+    def preexec() -> None:
+        if nice:
+            os.nice(nice)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
     log = tempfile.NamedTemporaryFile(prefix=f"bench-{argv[3]}-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(argv, preexec_fn=preexec, stdout=log, stderr=log)
     try:
@@ -148,12 +156,26 @@ def main() -> int:
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gateway-nice", type=int, default=0, help="19 ≈ a gateway on another machine")
+    ap.add_argument(
+        "--split-cores",
+        action="store_true",
+        help="daemon on the last CPU with one thread; gateway and clients on the others "
+        "(models a phone and a laptop: the gateway and the engine never compete for a core)",
+    )
     ns = ap.parse_args()
     # Why: SIGTERM would end Python without unwinding, leaving the daemon and gateway processes behind.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     manifest = json.loads((ns.artifact / "manifest.json").read_text())
     stop_ids = [int(t) for t in manifest["tokenizer"]["stop_token_ids"]]
     dport, gport = _free_port(), _free_port()
+    phone = laptop = None
+    if ns.split_cores:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            ap.error("--split-cores needs two CPUs")
+        phone, laptop = {cpus[-1]}, set(cpus[:-1])
+        ns.threads = 1
+        os.sched_setaffinity(0, laptop)
     target = f"127.0.0.1:{dport}"
     edgellm = [sys.executable, "-m", "edgellm"]
     daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
@@ -161,8 +183,8 @@ def main() -> int:
     gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport)]
     results: dict[str, list[Run]] = {"grpc": [], "gateway": []}
     with (
-        _process(daemon_argv, target),
-        _process(gateway_argv, f"http://127.0.0.1:{gport}/health", ns.gateway_nice),
+        _process(daemon_argv, target, cpus=phone),
+        _process(gateway_argv, f"http://127.0.0.1:{gport}/health", ns.gateway_nice, laptop),
         DaemonClient(target) as grpc_client,
         openai.OpenAI(base_url=f"http://127.0.0.1:{gport}/v1", api_key="none", max_retries=0) as sdk,
     ):
@@ -186,6 +208,7 @@ def main() -> int:
         "completion_tokens_seen": sorted(tokens),
         "threads": ns.threads,
         "gateway_nice": ns.gateway_nice,
+        "split_cores": ns.split_cores,
         "ttft_ms_median": {k: round(med(k, 0), 1) for k in results},
         "decode_tps_median": {k: round(med(k, 1), 1) for k in results},
         "decode_ratio_gateway_vs_grpc": round(med("gateway", 1) / med("grpc", 1), 3),
