@@ -98,6 +98,12 @@ def _process(
 Run = tuple[float, float, int, float]
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def direct(client: DaemonClient, stop_ids: list[int], new_tokens: int) -> Run:
     """One streamed Generate: (client TTFT ms, client decode tok/s after the first token, completion
     tokens, the device's own TTFT ms)."""
@@ -184,7 +190,7 @@ def main() -> int:
     results: dict[str, list[Run]] = {"grpc": [], "gateway": []}
     with (
         _process(daemon_argv, target, cpus=phone),
-        _process(gateway_argv, f"http://127.0.0.1:{gport}/health", ns.gateway_nice, laptop),
+        _process(gateway_argv, f"http://127.0.0.1:{gport}/health", ns.gateway_nice, laptop) as gw_proc,
         DaemonClient(target) as grpc_client,
         openai.OpenAI(base_url=f"http://127.0.0.1:{gport}/v1", api_key="none", max_retries=0) as sdk,
     ):
@@ -194,9 +200,11 @@ def main() -> int:
             "grpc": lambda: direct(grpc_client, stop_ids, ns.new_tokens),
             "gateway": lambda: gateway(sdk, stop_ids, ns.new_tokens),
         }
+        cpu0, wall0 = _cpu_seconds(gw_proc.pid), time.perf_counter()
         for i in range(ns.rounds):  # alternate which path goes first
             for name in ("grpc", "gateway") if i % 2 == 0 else ("gateway", "grpc"):
                 results[name].append(runs[name]())
+        gateway_cpu_s, wall_s = _cpu_seconds(gw_proc.pid) - cpu0, time.perf_counter() - wall0
 
     def med(kind: str, i: int) -> float:
         return statistics.median(r[i] for r in results[kind])
@@ -222,6 +230,9 @@ def main() -> int:
             - statistics.median(r[0] - r[3] for r in results["grpc"]),
             2,
         ),
+        # CPU the gateway process used (all of it: requests, SSE, its telemetry reads) per streamed token.
+        "gateway_cpu_ms_per_token": round(gateway_cpu_s * 1000 / sum(r[2] for r in results["gateway"]), 3),
+        "gateway_cpu_share_of_wall": round(gateway_cpu_s / wall_s, 4),
         "ttft_overhead_ms_median_of_pairs": round(
             statistics.median(g[0] - d[0] for g, d in zip(results["gateway"], results["grpc"], strict=True)),
             1,
