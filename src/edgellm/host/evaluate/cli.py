@@ -28,19 +28,14 @@ def run(ns: argparse.Namespace) -> int:
     """Evaluate; a missing artifact or text exits 2."""
     from edgellm.host.evaluate.artifact import evaluate_artifact, reference_dir
     from edgellm.host.evaluate.evaluate import EvalConfig
-    from edgellm.host.evaluate.report import table
+    from edgellm.host.evaluate.report import protocol, table
     from edgellm.host.progress_bar import progress_bar
 
     cfg = EvalConfig(text_file=ns.text, tokens=ns.tokens, context=ns.context, stride=ns.stride)
+    reference, why = (ns.reference, "") if ns.reference else reference_dir(ns.artifact)
     try:
         with progress_bar("eval", enabled=not ns.json) as progress:
-            result = evaluate_artifact(
-                ns.artifact,
-                cfg,
-                ns.reference or reference_dir(ns.artifact),
-                (8, 9, 10) if ns.kv else (),
-                progress,
-            )
+            result = evaluate_artifact(ns.artifact, cfg, reference, (8, 9, 10) if ns.kv else (), progress)
     except (ValueError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm eval: {exc}\n")
         return 2
@@ -48,10 +43,11 @@ def run(ns: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
         return 0
     sys.stdout.write(table(result["results"]) + "\n")
+    sys.stdout.write(f"perplexity: {protocol(result)}; mnn = the artifact through MNN's prefill path\n")
+    if reference is None:
+        sys.stdout.write(f"top-1 and KL not measured: no fp reference ({why}); pass --reference HF_DIR\n")
     if "kv_cache" in result:
-        sys.stdout.write("KV cache (prefill half, decode half of each window):\n")
+        sys.stdout.write("KV cache (each window decoded one token per forward):\n")
         sys.stdout.write(table(result["kv_cache"], ("ppl", "tokens")) + "\n")
-    sys.stdout.write(
-        f"size {result['size_bytes'] / 1e6:.1f} MB, {cfg.tokens} tokens, context {cfg.context}\n"
-    )
+    sys.stdout.write(f"size {result['size_bytes'] / 1e6:.1f} MB\n")
     return 0
