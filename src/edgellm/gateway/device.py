@@ -141,7 +141,7 @@ def _sample_metrics(s: device_pb2.TelemetrySample) -> Iterator[Metric]:
     yield _gauge(
         "edgellm_governor_level",
         "The governor's rung: 0 = fastest, higher = slower and cooler.",
-        s.governor_level,
+        s.governor.rung,
     )
     yield from _governor(s.governor)
 

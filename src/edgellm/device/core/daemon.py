@@ -169,7 +169,6 @@ class DaemonCore:
             tokens_per_second=live if generating else self.scheduler.last_decode_tps,
             last_ttft_ms=self.scheduler.last_ttft_ms,
             kv_tokens=self.kv_tokens,
-            governor_level=gov.level,
             throttled_seconds=gov.throttled_seconds,
         )
 

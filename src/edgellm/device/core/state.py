@@ -58,7 +58,6 @@ class TelemetryFrame:
     tokens_per_second: float  # live while generating, else the last request's decode rate
     last_ttft_ms: float
     kv_tokens: int = 0  # tokens the engine's KV cache holds
-    governor_level: int = 0  # the governor's rung (0 = fastest)
     throttled_seconds: float = 0.0  # seconds spent below the fastest rung
 
 

@@ -55,6 +55,7 @@ class GovernorSnapshot:
     last_decision: str
     last_reason: str
     last_decision_unix: float
+    rung: int = 0  # ladder position in use (0 = fastest); `cluster` is its label
 
 
 class GovernorRuntime:
@@ -156,7 +157,8 @@ class GovernorRuntime:
         if self.phone is not None:
             self.phone.advance(elapsed_s, self.busy, self.actuators.current)
             now = self.phone.sim_seconds  # the controller runs on the phone's (scaled) clock
-        if self.level > 0:
+        current = self.actuators.current
+        if current is not None and current.rung > 0:
             self.throttled_seconds += elapsed_s
         reading = self.telemetry.read()
         self.last_reading = reading
@@ -227,13 +229,6 @@ class GovernorRuntime:
         self.threads = threads
         self._build()
 
-    @property
-    def level(self) -> int:
-        """The current rung's index in the ladder: 0 = fastest (also when the governor is off)."""
-        current = self.actuators.current
-        labels = [r.label for r in self.ladder]
-        return labels.index(current.label) if current is not None and current.label in labels else 0
-
     def snapshot(self) -> GovernorSnapshot:
         """The governor's state for telemetry."""
         act = self.actuators.current
@@ -248,4 +243,5 @@ class GovernorRuntime:
             last_decision=last.actuation.describe() if last is not None else "",
             last_reason=last.reason if last is not None else "",
             last_decision_unix=last.at if last is not None else 0.0,
+            rung=act.rung if act is not None else 0,
         )

@@ -167,6 +167,7 @@ def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
         last_decision=g.last_decision,
         last_reason=g.last_reason,
         last_decision_unix=g.last_decision_unix,
+        rung=g.rung,
     )
 
 
@@ -190,7 +191,6 @@ def sample_message(frame: TelemetryFrame) -> device_pb2.TelemetrySample:
         governor=governor_message(frame.governor),
         process_cpu_seconds=r.process.cpu_seconds,
         kv_tokens=frame.kv_tokens,
-        governor_level=frame.governor_level,
         throttled_seconds=frame.throttled_seconds,
     )
     if r.soc_c is not None:
