@@ -437,6 +437,37 @@ class CoreFrequency(_message.Message):
 Global___CoreFrequency: _TypeAlias = CoreFrequency  # noqa: Y015
 
 @_typing.final
+class GovernorCapability(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    LIVE_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """affinity, pacing, scaling_max_freq, adpf_performance_hint, skin, ..."""
+    kind: _builtins.str
+    """"actuator" | "sensor" """
+    live: _builtins.bool
+    detail: _builtins.str
+    """what it is, or why it is not live"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        live: _builtins.bool = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "kind", b"kind", "live", b"live", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GovernorCapability: _TypeAlias = GovernorCapability  # noqa: Y015
+
+@_typing.final
 class GovernorState(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -449,6 +480,12 @@ class GovernorState(_message.Message):
     LAST_DECISION_FIELD_NUMBER: _builtins.int
     LAST_REASON_FIELD_NUMBER: _builtins.int
     LAST_DECISION_UNIX_FIELD_NUMBER: _builtins.int
+    CAPABILITIES_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    THERMAL_HEADROOM_FIELD_NUMBER: _builtins.int
+    FRONTIER_FIELD_NUMBER: _builtins.int
+    MODEL_TAU_S_FIELD_NUMBER: _builtins.int
+    MODEL_AMBIENT_C_FIELD_NUMBER: _builtins.int
     RUNG_FIELD_NUMBER: _builtins.int
     policy: _builtins.str
     """"off", "thermal", ..."""
@@ -458,11 +495,24 @@ class GovernorState(_message.Message):
     """MNN power mode"""
     pacing_ms: _builtins.float
     setpoint_c: _builtins.float
+    """the comfort limit"""
     last_decision: _builtins.str
     last_reason: _builtins.str
     last_decision_unix: _builtins.float
+    mode: _builtins.str
+    """probe | frontier | ladder | skin-only"""
+    thermal_headroom: _builtins.float
+    """AThermal forecast, 1.0 = SEVERE; unset when unavailable"""
+    frontier: _builtins.str
+    """the measured efficient rungs, fastest first"""
+    model_tau_s: _builtins.float
+    """identified skin time constant"""
+    model_ambient_c: _builtins.float
+    """identified effective ambient"""
     rung: _builtins.int
     """the ladder position in use: 0 = fastest (cluster names it); 10-15 are i18-governor's"""
+    @_builtins.property
+    def capabilities(self) -> _containers.RepeatedCompositeFieldContainer[Global___GovernorCapability]: ...
     def __init__(
         self,
         *,
@@ -475,13 +525,21 @@ class GovernorState(_message.Message):
         last_decision: _builtins.str = ...,
         last_reason: _builtins.str = ...,
         last_decision_unix: _builtins.float = ...,
+        capabilities: _abc.Iterable[Global___GovernorCapability] | None = ...,
+        mode: _builtins.str = ...,
+        thermal_headroom: _builtins.float | None = ...,
+        frontier: _builtins.str = ...,
+        model_tau_s: _builtins.float = ...,
+        model_ambient_c: _builtins.float = ...,
         rung: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom", "thermal_headroom", b"thermal_headroom"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "cluster", b"cluster", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__thermal_headroom: _TypeAlias = _typing.Literal["thermal_headroom"]  # noqa: Y015
+    _WhichOneofArgType__thermal_headroom: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__thermal_headroom) -> _WhichOneofReturnType__thermal_headroom | None: ...
 
 Global___GovernorState: _TypeAlias = GovernorState  # noqa: Y015
 

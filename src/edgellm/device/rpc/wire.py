@@ -167,6 +167,15 @@ def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
         last_decision=g.last_decision,
         last_reason=g.last_reason,
         last_decision_unix=g.last_decision_unix,
+        capabilities=[
+            device_pb2.GovernorCapability(name=c.name, kind=c.kind, live=c.live, detail=c.detail)
+            for c in g.capabilities
+        ],
+        mode=g.mode,
+        thermal_headroom=g.thermal_headroom,
+        frontier=g.frontier,
+        model_tau_s=g.model_tau_s,
+        model_ambient_c=g.model_ambient_c,
         rung=g.rung,
     )
 
