@@ -35,6 +35,7 @@ class DaemonConfig:
     kv_tiers: tuple[int, ...] = ()  # KV budgets below the window, e.g. (512,): grow only if memory allows
     kv_quant: KvQuant = KvQuant.FP  # KV cache precision: fp or int8 (MNN attention_mode 8 / 10)
     warmup: bool = True
+    draft_max: int = 8  # longest speculative draft (0 = no speculative decoding); 1, 2, 4 or 8
     warmup_tokens: int = 256  # warm-up prefill length (capped by the first KV budget); sizes MNN's buffers
     grace_seconds: float = 2.0
     sysfs_root: Path = Path("/")  # where thermal zones and cpufreq are read (tests: a fixture tree)

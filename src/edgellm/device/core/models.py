@@ -22,6 +22,8 @@ from edgellm.device.admission import admit, kv_bytes, memory_need
 from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.state import EngineState, LoadInfo
+from edgellm.device.decoding import CALIBRATION_TEXT, measure_forward_costs
+from edgellm.device.drafting import ForwardCosts
 from edgellm.device.engine.base import Engine
 from edgellm.device.engine.config import EngineConfig, KvQuant, attention_mode
 from edgellm.device.kv_cache import KvCache
@@ -100,8 +102,10 @@ class ModelLifecycle:
             engine.load()
             policy = self.window_policy()
             policy.validate(engine.context_length)
+            costs = ForwardCosts()
             if self.config.warmup:
                 engine.warm_up(self.warmup_tokens(policy, engine.context_length))
+                measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
         except BaseException:
             self.state = EngineState.EMPTY
             raise
@@ -111,6 +115,7 @@ class ModelLifecycle:
             engine.special_id("<|im_start|>"),
             engine.special_id("<|im_end|>"),
             can_grow=lambda extra: self.can_hold_kv(artifact, extra),
+            costs=costs,
         )
         info = LoadInfo(artifact, engine.context_length, engine.load_ms, engine.warmup_ms)
         self.loaded = Loaded(info, engine, cache)
@@ -140,7 +145,11 @@ class ModelLifecycle:
         """Runtime settings for the next load."""
         c = self.config
         slides_by_erase = bool(c.kv_window) and c.kv_method == KvMethod.ERASE
-        return EngineConfig(threads=c.threads, attention_mode=attention_mode(c.kv_quant, slides_by_erase))
+        return EngineConfig(
+            threads=c.threads,
+            attention_mode=attention_mode(c.kv_quant, slides_by_erase),
+            draft_max=c.draft_max,
+        )
 
     def window_policy(self) -> WindowPolicy:
         """The daemon's sliding-window policy."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from edgellm.device.artifact import Artifact
 from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, TelemetryFrame
-from edgellm.device.generation import Delta, Event, FinishReason, GenerationJob, Stats
+from edgellm.device.decoding import FinishReason, Speculation
+from edgellm.device.generation import Delta, Event, GenerationJob, Stats
 from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
 from edgellm.device.sampler import SamplingConfig
@@ -59,6 +60,7 @@ def job_from(req: device_pb2.GenerateRequest, request_id: str, received_at: floa
         kv_window=req.kv_window,
         n_keep=req.n_keep,
         received_at=received_at,
+        speculation=Speculation.OFF if req.speculation == device_pb2.SPECULATION_OFF else Speculation.AUTO,
     )
 
 
@@ -103,6 +105,8 @@ def stats_message(s: Stats) -> device_pb2.GenerateStats:
         evicted_tokens=s.evicted_tokens,
         queue_ms=s.queue_ms,
         total_ms=s.total_ms,
+        draft_tokens=s.draft_tokens,
+        accepted_draft_tokens=s.accepted_draft_tokens,
     )
 
 

@@ -1,0 +1,116 @@
+"""Free drafts for speculative decoding: prompt lookup over the conversation, and when to use them.
+
+`NgramDrafter` proposes the tokens that followed the latest earlier occurrence of the context's
+last n tokens (n = 3, then 2, then 1) in the prompt, the session's earlier turns and the reply so
+far. `DraftPolicy` picks the draft length that maximises expected tokens per second from the
+acceptance rate seen so far and the measured cost of each forward length, and drafts nothing
+when a plain decode step is expected to be faster (the "self-disabling" of speculation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from edgellm.device.engine.config import DRAFT_LENGTHS
+
+MAX_NGRAM = 3
+MIN_NGRAM = 1
+
+
+class NgramDrafter:
+    """Prompt-lookup drafting over every token seen so far (an index of n-grams, O(1) per token)."""
+
+    def __init__(self, tokens: Iterable[int] = (), max_n: int = MAX_NGRAM, min_n: int = MIN_NGRAM) -> None:
+        self.max_n, self.min_n = max_n, min_n
+        self.tokens: list[int] = []
+        # n-gram -> index of the token that followed its latest occurrence
+        self._next: dict[tuple[int, ...], int] = {}
+        self.extend(tokens)
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        """Append tokens; each n-gram ending just before a new token now points at it."""
+        seq = self.tokens
+        for token in tokens:
+            end = len(seq)
+            for n in range(self.min_n, self.max_n + 1):
+                if end >= n:
+                    self._next[tuple(seq[end - n : end])] = end
+            seq.append(token)
+
+    def draft(self, limit: int) -> tuple[list[int], int]:
+        """Up to `limit` tokens that followed the longest matching suffix, and its length (0: none)."""
+        seq = self.tokens
+        for n in range(min(self.max_n, len(seq)), self.min_n - 1, -1):
+            start = self._next.get(tuple(seq[len(seq) - n :]))
+            if start is not None:
+                return seq[start : start + limit], n
+        return [], 0
+
+
+@dataclass
+class ForwardCosts:
+    """Seconds per forward by length (1 = a plain decode step), smoothed; kept per loaded model."""
+
+    seconds: dict[int, float] = field(default_factory=dict)
+    smoothing: float = 0.2
+
+    def record(self, length: int, seconds: float) -> None:
+        """Fold one measured forward into the running estimate."""
+        old = self.seconds.get(length)
+        self.seconds[length] = seconds if old is None else old + self.smoothing * (seconds - old)
+
+    def estimate(self, length: int) -> float | None:
+        """Expected seconds for a forward of `length` tokens (None until one of its kind was timed)."""
+        if length in self.seconds:
+            return self.seconds[length]
+        base = self.seconds.get(1)
+        # Unmeasured: a prior of +15% per extra token over a decode step, on the pessimistic side of
+        # what a verify costs here (bench/bench_spec.py verify: 5 tokens cost ~1.3-1.6x one).
+        return None if base is None else base * (1.0 + 0.15 * (length - 1))
+
+
+@dataclass
+class DraftPolicy:
+    """Adaptive draft length for one request, from acceptance so far and measured forward costs."""
+
+    costs: ForwardCosts
+    draft_max: int
+    acceptance: float = 0.5  # estimated chance the next drafted token is accepted (prior)
+    smoothing: float = 0.25
+    drafted: int = 0
+    accepted: int = 0
+    lengths: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lengths = tuple(k for k in DRAFT_LENGTHS if k <= self.draft_max)
+
+    def choose(self, available: int) -> int:
+        """Draft length to verify now, given `available` draft tokens (0 = take a plain step)."""
+        plain = self.costs.estimate(1)
+        if plain is None or not self.lengths:
+            return 0  # time one plain step first
+        best, best_rate = 0, 1.0 / plain
+        a = min(self.acceptance, 0.999)
+        for k in self.lengths:
+            if k > available:
+                break
+            cost = self.costs.estimate(k + 1)
+            if cost is None:
+                continue
+            expected = (1.0 - a ** (k + 1)) / (1.0 - a)  # accepted drafts + the token the verify adds
+            if expected / cost > best_rate:
+                best, best_rate = k, expected / cost
+        return best
+
+    def observe(self, drafted: int, accepted: int, verified: bool = True) -> None:
+        """Record how many of `drafted` tokens were accepted (verified, or checked against plain steps)."""
+        if drafted <= 0:
+            return
+        if verified:
+            self.drafted += drafted
+            self.accepted += accepted
+        # Per-token acceptance: accepted successes, one failure unless everything was accepted.
+        trials = accepted + (0 if accepted == drafted else 1)
+        rate = accepted / trials if trials else self.acceptance
+        self.acceptance += self.smoothing * (rate - self.acceptance)
