@@ -33,7 +33,8 @@ CODE = (
     ),
     (
         "Add type hints to every function in this file and return the whole file.",
-        "def greet(name):\n    return 'Hello, ' + name\n\n\ndef shout(text):\n    return text.upper() + '!'\n",
+        "def greet(name):\n    return 'Hello, ' + name\n\n\n"
+        "def shout(text):\n    return text.upper() + '!'\n",
     ),
     (
         "Change every `print` call in this file to `logging.info` and return the whole file.",

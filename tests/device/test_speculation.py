@@ -35,7 +35,7 @@ def fake_engine(tmp_path: Path) -> FakeEngine:
 
 
 def generate(
-    engine: FakeEngine, prompt: str, speculation: Speculation, sampling: SamplingConfig | None = None, n: int = 40
+    engine: FakeEngine, prompt: str, spec: Speculation, sampling: SamplingConfig | None = None, n: int = 40
 ) -> tuple[list[int], Finished]:
     tokens: list[int] = []
 
@@ -43,9 +43,7 @@ def generate(
         if isinstance(event, Delta):
             tokens.extend(event.token_ids)
 
-    job = GenerationJob(
-        "t", None, (("user", prompt),), n, sampling or SamplingConfig(), speculation=speculation
-    )
+    job = GenerationJob("t", None, (("user", prompt),), n, sampling or SamplingConfig(), speculation=spec)
     return tokens, run_generation(KvCache(engine, WindowPolicy()), job, emit, threading.Event())
 
 
@@ -75,7 +73,7 @@ def test_greedy_output_is_the_same_with_and_without_speculation(fake_engine: Fak
     assert plain_done.stats.draft_tokens == 0
 
 
-def test_a_stop_token_inside_a_draft_leaves_the_cache_as_plain_decoding_would(fake_engine: FakeEngine) -> None:
+def test_a_stop_inside_a_draft_leaves_the_cache_as_plain_decoding_would(fake_engine: FakeEngine) -> None:
     prompt = "Repeat:" + REPLY + "<|im_end|>"  # the draft runs into the end of turn
     generate(fake_engine, prompt, Speculation.OFF)
     plain_history = list(fake_engine.history)
