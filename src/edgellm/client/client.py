@@ -84,11 +84,12 @@ class DaemonClient:
         seed: int | None = None,
         stop: Sequence[str] = (),
         session_id: str = "",
+        speculation: str = "auto",
         **sampling: float,
     ) -> Completion:
         """Run a whole generation and collect it."""
         request = build_request(
-            prompt, messages, max_new_tokens, temperature, seed, stop, session_id, **sampling
+            prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation, **sampling
         )
         out = Completion()
         start = time.perf_counter()
@@ -110,6 +111,9 @@ class DaemonClient:
         )
 
 
+SPECULATION = {"auto": device_pb2.SPECULATION_AUTO, "off": device_pb2.SPECULATION_OFF}
+
+
 def build_request(
     prompt: str | None = None,
     messages: Sequence[tuple[str, str]] | None = None,
@@ -118,9 +122,10 @@ def build_request(
     seed: int | None = None,
     stop: Sequence[str] = (),
     session_id: str = "",
+    speculation: str = "auto",
     **sampling: float,
 ) -> device_pb2.GenerateRequest:
-    """Build a GenerateRequest from plain Python values."""
+    """Build a GenerateRequest from plain Python values (`speculation`: auto or off)."""
     params = device_pb2.SamplingParams(temperature=temperature, **sampling)  # type: ignore[arg-type]
     if seed is not None:
         params.seed = seed
@@ -131,4 +136,5 @@ def build_request(
         sampling=params,
         stop=list(stop),
         session_id=session_id,
+        speculation=SPECULATION[speculation],
     )

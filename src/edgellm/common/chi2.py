@@ -41,7 +41,8 @@ def goodness_of_fit(
     """Draws against known probabilities; outcomes expected fewer than `min_expected` times are pooled."""
     counts = Counter(draws)
     n = sum(counts.values())
-    observed, expected = [], []
+    observed: list[float] = []
+    expected: list[float] = []
     rest_o, rest_e = 0.0, 0.0
     for key, p in probs.items():
         if n * p >= min_expected:

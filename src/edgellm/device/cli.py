@@ -22,7 +22,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_DAEMON_PORT)
     p.add_argument("--model", default=None, help="artifact directory to load at start, or 'default'")
     p.add_argument("--data-dir", type=Path, default=Path.home() / ".edgellm")
-    p.add_argument("--threads", type=int, default=2, help="inference threads (default 2)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="inference threads; default: autotune at load (each candidate count timed, fastest kept)",
+    )
+    p.add_argument(
+        "--draft-max",
+        type=int,
+        choices=(0, 1, 2, 4, 8),
+        default=8,
+        help="longest speculative draft (prompt lookup, verified in one forward); 0 turns it off",
+    )
     p.add_argument("--queue-size", type=int, default=8, help="requests that may wait (default 8)")
     p.add_argument("--max-new-tokens-cap", type=int, default=2048)
     p.add_argument("--kv-window", type=int, default=0, help="sliding KV window in tokens (0 = whole context)")
@@ -80,7 +92,7 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         model = default_artifact_dir()
     elif ns.model:
         model = Path(ns.model)
-    if ns.threads < 1:
+    if ns.threads is not None and ns.threads < 1:
         raise SystemExit("--threads must be at least 1")
     if ns.queue_size < 1:
         raise SystemExit("--queue-size must be at least 1")
@@ -89,7 +101,9 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         port=ns.port,
         model=model,
         data_dir=ns.data_dir,
-        threads=ns.threads,
+        threads=ns.threads or 2,
+        autotune=ns.threads is None,
+        draft_max=ns.draft_max,
         queue_size=ns.queue_size,
         max_new_tokens_cap=ns.max_new_tokens_cap,
         kv_window=ns.kv_window,

@@ -26,6 +26,7 @@ class DaemonConfig:
     proc_root: Path = Path("/")  # where /proc/meminfo is read (tests point it at a fake tree)
     keep_alive_s: float = 0.0  # unload after this many idle seconds; 0 = never
     threads: int = 2
+    autotune: bool = False  # measure thread counts at load and take the fastest (else `threads` is pinned)
     queue_size: int = 8
     max_new_tokens_cap: int = 2048
     kv_window: int = 0  # sliding KV window in tokens; 0 = no sliding (stop at the context length)

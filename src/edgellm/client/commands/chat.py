@@ -51,6 +51,7 @@ def run(ns: argparse.Namespace) -> int:
                 ns.seed,
                 ns.stop,
                 session,
+                ns.speculation,
                 **sampling_kwargs(ns),
             )
             reply = ""

@@ -29,6 +29,12 @@ def add_sampling(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repetition-penalty", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument(
+        "--speculation",
+        choices=("auto", "off"),
+        default="auto",
+        help="speculative decoding: auto drafts from the prompt where it pays (same output), off never",
+    )
 
 
 def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:

@@ -10,6 +10,7 @@ import grpc
 
 from edgellm.client.client import DaemonClient, build_request, finish_reason_name
 from edgellm.client.commands.common_args import add_sampling, add_target, report_rpc_error, sampling_kwargs
+from edgellm.v1 import device_pb2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,6 +25,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
 
+def drafts(s: device_pb2.GenerateStats) -> str:
+    """The speculative-decoding part of the summary ('' when nothing was drafted)."""
+    if not s.draft_tokens:
+        return ""
+    return f" · drafts {s.accepted_draft_tokens}/{s.draft_tokens} accepted"
+
+
 def run(ns: argparse.Namespace) -> int:
     """Stream one generation to stdout."""
     messages = None
@@ -32,7 +40,15 @@ def run(ns: argparse.Namespace) -> int:
         messages = ([("system", ns.system)] if ns.system else []) + [("user", ns.prompt)]
         prompt = None
     request = build_request(
-        prompt, messages, ns.max_new_tokens, ns.temperature, ns.seed, ns.stop, "", **sampling_kwargs(ns)
+        prompt,
+        messages,
+        ns.max_new_tokens,
+        ns.temperature,
+        ns.seed,
+        ns.stop,
+        "",
+        ns.speculation,
+        **sampling_kwargs(ns),
     )
     out = sys.stdout
     try:
@@ -53,7 +69,8 @@ def run(ns: argparse.Namespace) -> int:
                             f"[{finish_reason_name(response.finish_reason)}] "
                             f"TTFT {s.ttft_ms:.0f} ms (client {1000 * (first or 0):.0f} ms) · "
                             f"prefill {s.prompt_tokens} tok @ {s.prefill_tokens_per_second:.0f} tok/s · "
-                            f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s\n"
+                            f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s"
+                            f"{drafts(s)}\n"
                         )
     except grpc.RpcError as err:
         return report_rpc_error(err)

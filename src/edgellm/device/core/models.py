@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound
@@ -21,6 +22,7 @@ from edgellm.common.logs import get_logger
 from edgellm.device.admission import admit, kv_bytes, memory_need
 from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
+from edgellm.device.core.autotune import ThreadTuning, candidate_threads, tune_threads
 from edgellm.device.core.state import EngineState, LoadInfo
 from edgellm.device.decoding import CALIBRATION_TEXT, measure_forward_costs
 from edgellm.device.drafting import ForwardCosts
@@ -38,6 +40,13 @@ EngineFactory = Callable[[Artifact, EngineConfig], Engine]
 # Why 8: a model named by an id prefix must be unambiguous among a handful of artifacts and
 # still be typeable; 8 hex digits (32 bits) is what `git` shows by default, and the store agrees.
 MIN_ID_PREFIX = 8
+
+
+def usable_cpus() -> int:
+    """Cores this process may run on (the affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def names(artifact: Artifact, name: str) -> bool:
@@ -74,6 +83,9 @@ class ModelLifecycle:
         self.state = EngineState.EMPTY  # EMPTY, LOADING or IDLE; the scheduler reports its own phases
         self.last_used = time.monotonic()
         self._listeners: list[Callable[[bool], None]] = []
+        self.tuning = ThreadTuning(config.threads, pinned=True)
+        self._tuned_for = ""  # artifact id the autotune ran on (it runs once per artifact)
+        self.on_threads: Callable[[int], None] = lambda threads: None  # the governor's ladder follows
 
     def on_change(self, callback: Callable[[bool], None]) -> None:
         """Register a callback told True when a model is loaded, False when none is."""
@@ -86,6 +98,8 @@ class ModelLifecycle:
         self.check_memory(artifact)
         engine_config = self.engine_config()
         loaded = await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
+        if not self.tuning.pinned:
+            self.on_threads(self.tuning.threads)  # on the event loop, where the governor lives
         self.last_used = time.monotonic()
         self._remember(artifact)
         self._notify(True)
@@ -98,6 +112,7 @@ class ModelLifecycle:
         if old is not None:
             old.engine.close()
         try:
+            engine_config = self._autotune(artifact, engine_config)
             engine = self.engine_factory(artifact, engine_config)
             engine.load()
             policy = self.window_policy()
@@ -121,6 +136,23 @@ class ModelLifecycle:
         self.loaded = Loaded(info, engine, cache)
         self.state = EngineState.IDLE
         return self.loaded
+
+    def _autotune(self, artifact: Artifact, engine_config: EngineConfig) -> EngineConfig:
+        """With autotune on, measure the thread counts once per artifact and load with the fastest."""
+        if not self.config.autotune:
+            return engine_config
+        if self._tuned_for != artifact.artifact_id:
+            self.tuning = tune_threads(
+                self.engine_factory, artifact, engine_config, candidate_threads(usable_cpus())
+            )
+            self._tuned_for = artifact.artifact_id
+            self.config = replace(self.config, threads=self.tuning.threads)
+        return replace(engine_config, threads=self.tuning.threads)
+
+    def pin_threads(self, threads: int) -> None:
+        """An explicit thread count (UpdateConfig): no more autotune until restart."""
+        self.config = replace(self.config, threads=threads, autotune=False)
+        self.tuning = ThreadTuning(threads, self.tuning.trials, pinned=True, seconds=self.tuning.seconds)
 
     async def unload(self, forget: bool = True) -> None:
         """Unload the model (waits for the running generation to finish)."""

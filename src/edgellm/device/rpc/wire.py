@@ -153,6 +153,21 @@ def status_message(s: DaemonState) -> device_pb2.DaemonStatus:
         kv_window=s.kv_window,
         n_keep=s.n_keep,
         governor=governor_message(s.governor),
+        thread_tuning=device_pb2.ThreadTuning(
+            threads=s.thread_tuning.threads,
+            pinned=s.thread_tuning.pinned,
+            trials=[
+                device_pb2.ThreadTrial(
+                    threads=t.threads,
+                    decode_tokens_per_second=t.decode_tokens_per_second,
+                    prefill_tokens_per_second=t.prefill_tokens_per_second,
+                )
+                for t in s.thread_tuning.trials
+            ],
+            seconds=s.thread_tuning.seconds,
+        ),
+        draft_tokens_total=s.draft_tokens_total,
+        accepted_draft_tokens_total=s.accepted_draft_tokens_total,
     )
     if s.model is not None:
         msg.model.CopyFrom(artifact_info(s.model.artifact, loaded=True))
@@ -196,6 +211,8 @@ def sample_message(frame: TelemetryFrame) -> device_pb2.TelemetrySample:
         last_ttft_ms=frame.last_ttft_ms,
         governor=governor_message(frame.governor),
         process_cpu_seconds=r.process.cpu_seconds,
+        draft_tokens_total=frame.draft_tokens_total,
+        accepted_draft_tokens_total=frame.accepted_draft_tokens_total,
     )
     if r.soc_c is not None:
         msg.soc_celsius = r.soc_c
