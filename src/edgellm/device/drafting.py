@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from edgellm.device.engine.config import DRAFT_LENGTHS
 
 MAX_NGRAM = 3
-MIN_NGRAM = 1
+MIN_NGRAM = 2  # 1-gram matches propose too often on open text (chosen a priori, not tuned)
 
 
 class NgramDrafter:
