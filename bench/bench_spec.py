@@ -79,6 +79,8 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
     rows = []
     for name in SETS:
         for i, p in enumerate(load_set(name)):
+            if args.split and p["split"] != args.split:
+                continue
             for t in temperatures:
                 seed = 1000 + i
                 plain = edgellm_run(cache, p["prompt"], Speculation.OFF, t, args.max_new, seed)
@@ -174,6 +176,9 @@ def main() -> None:
     parser.add_argument("--temperatures", default="0,0.8")
     parser.add_argument("--llama-python", type=Path, default=None, help="python of a llama-cpp-python venv")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--split", choices=("tune", "heldout"), default=None, help="edgellm rows of one split only"
+    )
     args = parser.parse_args()
     temperatures = [float(t) for t in args.temperatures.split(",")]
     edge = run_edgellm(args, temperatures)
