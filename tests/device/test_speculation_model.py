@@ -18,7 +18,7 @@ import pytest
 
 from edgellm.common.chi2 import goodness_of_fit
 from edgellm.device.artifact import open_artifact
-from edgellm.device.decoding import CALIBRATION_TEXT, Speculation, measure_forward_costs
+from edgellm.device.decoding import Speculation
 from edgellm.device.drafting import ForwardCosts
 from edgellm.device.engine.config import EngineConfig
 from edgellm.device.engine.mnn import MnnEngine
@@ -42,17 +42,20 @@ PROMPTS = (
 
 @pytest.fixture(scope="module")
 def spec_cache(default_artifact: Path) -> Iterator[KvCache]:
-    """The real model loaded for drafting (draft_max 8), with forward costs measured as at load."""
+    """The real model loaded for drafting (draft_max 8).
+
+    Forward costs start from fixed ratios (a verify of k+1 tokens ~ 1 + 0.15k decode steps) rather
+    than a timing at load: the test must draft however loaded the machine is.
+    """
     engine = MnnEngine(open_artifact(default_artifact), EngineConfig(threads=2, draft_max=8))
     engine.load()
     engine.warm_up(64)
-    costs = ForwardCosts()
-    measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
+    costs = ForwardCosts({n: 0.01 * (1 + 0.15 * (n - 1)) for n in (1, 2, 3, 5, 9)}, smoothing=0.0)
     yield KvCache(engine, WindowPolicy(), costs=costs)
     engine.close()
 
 
-def generate(cache: KvCache, prompt: str, spec: Speculation, n: int = 64) -> tuple[list[int], int]:
+def generate(cache: KvCache, prompt: str, spec: Speculation, n: int = 48) -> tuple[list[int], int]:
     tokens: list[int] = []
 
     def emit(event: Event) -> None:
