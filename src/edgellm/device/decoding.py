@@ -125,25 +125,31 @@ class TokenLoop:
             return self.sampler.sample(logits), None
         k = len(draft)
         rows = self.cache.verify([token, *draft])
-        costs.record(k + 1, time.perf_counter() - start)
+        verify_s = time.perf_counter() - start
         self.result.draft_tokens += k
         for i, proposed in enumerate(draft):
             chosen = self.sampler.verify(rows[i], proposed)
             if chosen != proposed:
-                self._settle(k, i)
+                self._settle(k, i, verify_s)
                 return chosen, None
             self.result.accepted_draft_tokens += 1
             reason = self._emit(proposed)
             if reason is not None:
                 # Plain decoding would not have fed `proposed` or anything after it yet.
-                self._settle(k, i + 1, rewind=k - i)
+                self._settle(k, i + 1, verify_s, rewind=k - i)
                 return -1, reason
-        self._settle(k, k)
+        self._settle(k, k, verify_s)
         return self.sampler.sample(rows[k]), None
 
-    def _settle(self, drafted: int, accepted: int, rewind: int | None = None) -> None:
-        """Rewind the drafts after the accepted prefix and tell the policy how the draft did."""
+    def _settle(self, drafted: int, accepted: int, verify_s: float, rewind: int | None = None) -> None:
+        """Rewind the drafts after the accepted prefix; record what the verify cost and how it did.
+
+        The rewind's time is part of the verify's cost: the policy weighs drafting against plain
+        steps, which never rewind.
+        """
+        start = time.perf_counter()
         self.cache.rewind(drafted - accepted if rewind is None else rewind)
+        self.cache.costs.record(drafted + 1, verify_s + time.perf_counter() - start)
         if self.policy is not None:
             self.policy.observe(drafted, accepted)
 
@@ -192,8 +198,11 @@ def measure_forward_costs(engine: Engine, costs: ForwardCosts, prompt: list[int]
             start = time.perf_counter()
             if length == 1:
                 engine.decode(token)
-            else:
-                engine.verify([token] * length)
+                costs.record(1, time.perf_counter() - start)
+                engine.rewind(1)  # a plain step never rewinds: not timed
+                continue
+            engine.verify([token] * length)
+            engine.rewind(length - 1)  # what a fully rejected draft costs: verify + rewind
             costs.record(length, time.perf_counter() - start)
-            engine.rewind(length)
+            engine.rewind(1)
     engine.reset()
