@@ -14,6 +14,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -56,14 +57,14 @@ def main() -> None:
     for _ in range(args.reps):
         for name, e in (("last_row", spec), ("all_logits", full)):
             e.reset()
-            prefill[name].append(timed(lambda e=e: e.prefill(ids)))
+            prefill[name].append(timed(partial(e.prefill, ids)))
         token = int(np.argmax(spec.decode(ids[-1])))
         for n in forward:
             if n == 1:
-                forward[n].append(timed(lambda t=token: spec.decode(t)))
+                forward[n].append(timed(partial(spec.decode, token)))
                 spec.rewind(1)
             else:
-                forward[n].append(timed(lambda n=n, t=token: verify_and_rewind(spec, t, n)))
+                forward[n].append(timed(partial(verify_and_rewind, spec, token, n)))
     med = {k: statistics.median(v) * 1000 for k, v in prefill.items()}
     fwd = {n: statistics.median(v) * 1000 for n, v in forward.items()}
     print(
