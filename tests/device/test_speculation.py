@@ -25,6 +25,7 @@ from tests.fakes.fake_artifact import write_fake_artifact
 from tests.fakes.fake_engine import FakeEngine
 
 REPLY = " The river of the sea is the river of France."
+COSTS = ForwardCosts.fixed({1: 0.010})  # verifies priced by the prior (+15% a drafted token)
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def generate(
             tokens.extend(event.token_ids)
 
     job = GenerationJob("t", None, (("user", prompt),), n, sampling or SamplingConfig(), speculation=spec)
-    return tokens, run_generation(KvCache(engine, WindowPolicy()), job, emit, threading.Event())
+    return tokens, run_generation(KvCache(engine, WindowPolicy(), costs=COSTS), job, emit, threading.Event())
 
 
 def test_drafter_proposes_what_followed_the_longest_matching_suffix() -> None:
@@ -55,7 +56,7 @@ def test_drafter_proposes_what_followed_the_longest_matching_suffix() -> None:
 
 
 def test_policy_drafts_when_acceptance_is_high_and_stops_when_it_is_low() -> None:
-    costs = ForwardCosts({1: 0.010, 2: 0.011, 3: 0.012, 5: 0.015, 9: 0.024})
+    costs = ForwardCosts.fixed({1: 0.010, 2: 0.011, 3: 0.012, 5: 0.015, 9: 0.024})
     policy = DraftPolicy(costs, draft_max=8, acceptance=0.9)
     assert policy.choose(8) == 4  # 4.1 tokens per 15 ms beats 6.1 per 24 ms
     for _ in range(20):

@@ -50,7 +50,7 @@ def spec_cache(default_artifact: Path) -> Iterator[KvCache]:
     engine = MnnEngine(open_artifact(default_artifact), EngineConfig(threads=2, draft_max=8))
     engine.load()
     engine.warm_up(64)
-    costs = ForwardCosts({n: 0.01 * (1 + 0.15 * (n - 1)) for n in (1, 2, 3, 5, 9)}, smoothing=0.0)
+    costs = ForwardCosts.fixed({n: 0.01 * (1 + 0.15 * (n - 1)) for n in (1, 2, 3, 5, 9)})
     yield KvCache(engine, WindowPolicy(), costs=costs)
     engine.close()
 

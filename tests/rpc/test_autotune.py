@@ -38,7 +38,8 @@ async def test_autotune_loads_with_the_fastest_thread_count_and_reports_it(
             assert st.governor.threads == FASTEST  # the governor's ladder starts from the pick
             assert "autotuned 2" in tuning(t)
             loaded = running.core.models.loaded
-            assert loaded is not None and loaded.engine.config.threads == FASTEST
+            assert loaded is not None and isinstance(loaded.engine, FakeEngine)
+            assert loaded.engine.config.threads == FASTEST
             st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(threads=1))
             assert st.threads == 1 and st.thread_tuning.pinned and "pinned 1" in tuning(st.thread_tuning)
     finally:

@@ -117,39 +117,28 @@ class TokenLoop:
     def _advance(self, token: int) -> tuple[int, FinishReason | None]:
         """Feed `token` (with a draft when it pays); the next token to emit, or why to end."""
         draft = self._draft()
-        costs = self.cache.costs
-        start = time.perf_counter()
         if not draft:
-            logits = self.cache.step(token, self.feed)
-            costs.record(1, time.perf_counter() - start)
-            return self.sampler.sample(logits), None
+            return self.sampler.sample(self.cache.step(token, self.feed)), None
         k = len(draft)
         rows = self.cache.verify([token, *draft])
-        verify_s = time.perf_counter() - start
         self.result.draft_tokens += k
         for i, proposed in enumerate(draft):
             chosen = self.sampler.verify(rows[i], proposed)
             if chosen != proposed:
-                self._settle(k, i, verify_s)
+                self._settle(k, i)
                 return chosen, None
             self.result.accepted_draft_tokens += 1
             reason = self._emit(proposed)
             if reason is not None:
                 # Plain decoding would not have fed `proposed` or anything after it yet.
-                self._settle(k, i + 1, verify_s, rewind=k - i)
+                self._settle(k, i + 1, rewind=k - i)
                 return -1, reason
-        self._settle(k, k, verify_s)
+        self._settle(k, k)
         return self.sampler.sample(rows[k]), None
 
-    def _settle(self, drafted: int, accepted: int, verify_s: float, rewind: int | None = None) -> None:
-        """Rewind the drafts after the accepted prefix; record what the verify cost and how it did.
-
-        The rewind's time is part of the verify's cost: the policy weighs drafting against plain
-        steps, which never rewind.
-        """
-        start = time.perf_counter()
+    def _settle(self, drafted: int, accepted: int, rewind: int | None = None) -> None:
+        """Rewind the drafts after the accepted prefix and tell the policy how the draft did."""
         self.cache.rewind(drafted - accepted if rewind is None else rewind)
-        self.cache.costs.record(drafted + 1, verify_s + time.perf_counter() - start)
         if self.policy is not None:
             self.policy.observe(drafted, accepted)
 
@@ -184,7 +173,7 @@ class TokenLoop:
 CALIBRATION_TEXT = "The history of the city begins with a small harbour on the river, where traders met. " * 4
 
 
-def measure_forward_costs(engine: Engine, costs: ForwardCosts, prompt: list[int], repeats: int = 3) -> None:
+def measure_forward_costs(engine: Engine, costs: ForwardCosts, prompt: list[int], repeats: int = 5) -> None:
     """Time a decode step and each verify length the loop uses, after a prefill of `prompt`; then reset.
 
     Run at load (after the warm-up) so the draft policy starts from this device's real costs.

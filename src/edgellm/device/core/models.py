@@ -120,6 +120,8 @@ class ModelLifecycle:
             costs = ForwardCosts()
             if self.config.warmup:
                 engine.warm_up(self.warmup_tokens(policy, engine.context_length))
+                # The draft policy prices verify lengths by these (a few dozen forwards; none if
+                # draft_max is 0). Without a warm-up nothing is timed and drafting stays off.
                 measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
         except BaseException:
             self.state = EngineState.EMPTY
