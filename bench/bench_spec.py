@@ -120,8 +120,10 @@ def run_llama(args: argparse.Namespace, temperatures: list[float]) -> list[dict[
         "--prompts",
         str(PROMPTS),
     ]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"llama.cpp runner failed ({done.returncode}): {done.stderr[-2000:]}", flush=True)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def median(xs: list[float]) -> float:
@@ -182,6 +184,7 @@ def main() -> None:
     args = parser.parse_args()
     temperatures = [float(t) for t in args.temperatures.split(",")]
     edge = run_edgellm(args, temperatures)
+    print(summarise(edge, [], temperatures), flush=True)  # in case the llama.cpp side fails
     llama = run_llama(args, temperatures) if args.llama_python else []
     if args.out:
         args.out.write_text(json.dumps({"edgellm": edge, "llama": llama}, indent=1))

@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("--max-new", type=int, default=96)
     parser.add_argument("--temperatures", default="0,0.8")
     parser.add_argument("--prompts", type=Path, required=True)
+    parser.add_argument("--limit", type=int, default=0, help="first N prompts of each set (0 = all)")
     args = parser.parse_args()
     gguf = str(find_gguf())
     common = {"n_ctx": 2048, "n_threads": args.threads, "n_threads_batch": args.threads, "verbose": False}
@@ -70,6 +71,7 @@ def main() -> None:
     run(lookup, "Hello", 0.0, 8, 0)
     for name in ("grounded", "open"):
         rows = [json.loads(x) for x in (args.prompts / f"spec_{name}.jsonl").read_text().splitlines()]
+        rows = rows[: args.limit] if args.limit else rows
         for i, p in enumerate(rows):
             for t in temperatures:
                 seed = 1000 + i
