@@ -7,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from edgellm.common.errors import EdgeError
 from edgellm.common.logs import configure_logging
 
 # Each module exposes `register(subparsers)`; subcommand handlers import heavy deps lazily,
@@ -54,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(ns)
     except KeyboardInterrupt:
         return 130
+    except EdgeError as err:  # refused before any RPC: bad token file, pin mismatch, unsafe bind
+        sys.stderr.write(f"edgellm: {err.code.name}: {err}\n")
+        return 1
 
 
 if __name__ == "__main__":

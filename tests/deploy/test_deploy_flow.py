@@ -305,6 +305,7 @@ def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> No
     import hashlib
     import json
 
+    from edgellm.client.channel import open_channel
     from edgellm.deploy.device import push_artifact
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
@@ -320,10 +321,12 @@ def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> No
     }
     (art / "manifest.json").write_text(json.dumps(manifest))
     target = f"127.0.0.1:{rig.config.local_port}"
-    artifact_id = push_artifact(target, art)
-    with grpc.insecure_channel(target) as ch:
+    token = rig.daemon.running.token
+    assert token is not None
+    artifact_id = push_artifact(target, art, token)
+    with open_channel(target) as ch:  # no flags: the token the deploy fetched, from the host's config
         status = device_pb2_grpc.DeviceDaemonStub(ch).GetArtifactStatus(
             device_pb2.GetArtifactStatusRequest(artifact_id=artifact_id), timeout=10
         )
     assert status.installed
-    assert push_artifact(target, art) == artifact_id  # a second push sends nothing new
+    assert push_artifact(target, art, token) == artifact_id  # a second push sends nothing new

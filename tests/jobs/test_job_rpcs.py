@@ -22,7 +22,7 @@ from edgellm.v1 import host_pb2, host_pb2_grpc
 
 @pytest_asyncio.fixture
 async def stub() -> AsyncIterator[host_pb2_grpc.HostServiceStub]:
-    running = await start_server(HostConfig(port=0))
+    running = await start_server(HostConfig(port=0, insecure_loopback=True))
     async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(health_pb2.HealthCheckRequest(service=""))

@@ -9,7 +9,7 @@ from types import TracebackType
 
 import grpc
 
-from edgellm.common.auth import client_metadata
+from edgellm.client.channel import ChannelSecurity, open_channel
 from edgellm.common.targets import resolve_target
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
@@ -37,13 +37,21 @@ class DaemonClient:
     """Blocking client over one channel; use as a context manager."""
 
     def __init__(
-        self, target: str | None = None, timeout: float | None = None, token: str | None = None
+        self,
+        target: str | None = None,
+        timeout: float | None = None,
+        token: str | None = None,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self.target = resolve_target(target)
         self.timeout = timeout
-        self.metadata = client_metadata(token)
-        self.channel = grpc.insecure_channel(
+        # The token rides on the channel's credentials (edgellm.client.channel); per-call metadata
+        # stays empty and is kept for callers that pass it on.
+        self.metadata: tuple[tuple[str, str], ...] = ()
+        self.security = security if security is not None else ChannelSecurity.find(token)
+        self.channel = open_channel(
             self.target,
+            self.security,
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

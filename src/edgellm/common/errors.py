@@ -41,6 +41,12 @@ class Unavailable(EdgeError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class PermissionDenied(EdgeError):
+    """The caller is authenticated but may not do this (a path or target outside what is allowed)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
 class Unauthenticated(EdgeError):
     """Missing or wrong credentials."""
 

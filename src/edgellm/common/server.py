@@ -5,19 +5,58 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from edgellm.common.auth import TokenAuthInterceptor, require_token_off_loopback
+from edgellm.common.auth import TokenAuthInterceptor, check_bind
+from edgellm.common.tls import ServerTls
+from edgellm.common.tokens import ensure_token, read_token_file
 
 MAX_FRAME_BYTES = (1 << 24) - 1  # the largest frame HTTP/2 allows (RFC 9113 §4.2)
 
 
-def new_server(host: str, auth_token: str | None, max_message_bytes: int | None = None) -> grpc.aio.Server:
-    """An aio server that refuses to run off loopback without a token, and checks it when set."""
-    require_token_off_loopback(host, auth_token)
+@dataclass(frozen=True)
+class ServerSecurity:
+    """What a server requires: a bearer token (None only with insecure_loopback) and maybe TLS."""
+
+    token: str | None
+    tls: ServerTls | None = None
+    insecure_loopback: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        host: str,
+        *,
+        token: str | None,
+        token_file: Path | None,
+        default_token_file: Path,
+        adopt: tuple[Path, ...] = (),
+        tls: ServerTls | None,
+        insecure_loopback: bool,
+    ) -> ServerSecurity:
+        """Explicit token, else the token file, else DEFAULT_TOKEN_FILE (made on first start, adopting
+        the first of ADOPT that exists); then check the bind."""
+        if insecure_loopback:
+            check_bind(host, None, tls is not None, insecure_loopback=True)
+            return cls(None, tls, insecure_loopback=True)
+        if not token:
+            token = (
+                read_token_file(token_file)
+                if token_file is not None
+                else ensure_token(default_token_file, adopt)
+            )
+        check_bind(host, token, tls is not None, insecure_loopback=False)
+        return cls(token, tls)
+
+
+def new_server(host: str, security: ServerSecurity, max_message_bytes: int | None = None) -> grpc.aio.Server:
+    """An aio server that checks the token on every RPC but health (unless insecure_loopback)."""
+    check_bind(host, security.token, security.tls is not None, security.insecure_loopback)
     # Why a large HTTP/2 frame size: the default 16 KiB frames cut each 1 MiB push chunk into 64
     # frames; allowing larger ones took bare gRPC streaming of 1 MiB messages over loopback from
     # 849 to 1,087 MB/s on the 2-core build machine (docs/benchmarks.md).
@@ -28,7 +67,7 @@ def new_server(host: str, auth_token: str | None, max_message_bytes: int | None 
             ("grpc.max_send_message_length", max_message_bytes),
         ]
     return grpc.aio.server(
-        interceptors=[TokenAuthInterceptor(auth_token)] if auth_token else [], options=options
+        interceptors=[TokenAuthInterceptor(security.token)] if security.token else [], options=options
     )
 
 
@@ -52,9 +91,10 @@ class Health:
             self.servicer.set(name, status)
 
 
-async def bind_and_start(server: grpc.aio.Server, host: str, port: int) -> int:
-    """Listen on host:port (0 = any free port) and start; return the bound port."""
-    bound = server.add_insecure_port(f"{host}:{port}")
+async def bind_and_start(server: grpc.aio.Server, host: str, port: int, tls: ServerTls | None = None) -> int:
+    """Listen on host:port (0 = any free port), with TLS when given, and start; return the bound port."""
+    address = f"{host}:{port}"
+    bound = server.add_secure_port(address, tls.credentials()) if tls else server.add_insecure_port(address)
     if bound == 0:
         raise OSError(f"could not bind {host}:{port}")
     await server.start()

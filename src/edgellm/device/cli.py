@@ -6,8 +6,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from edgellm.common.auth import token_from_env
 from edgellm.common.paths import default_artifact_dir
+from edgellm.common.security_args import add_server_security
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
 from edgellm.device.config import DaemonConfig
 from edgellm.device.engine.config import KvQuant
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; use adb forward)")
     p.add_argument("--port", type=int, default=DEFAULT_DAEMON_PORT)
     p.add_argument("--model", default=None, help="artifact directory to load at start, or 'default'")
-    p.add_argument("--data-dir", type=Path, default=Path.home() / ".edgellm")
+    p.add_argument("--data-dir", type=Path, default=None, help="store, token, state (default ~/.edgellm)")
     p.add_argument("--threads", type=int, default=2, help="inference threads (default 2)")
     p.add_argument("--queue-size", type=int, default=8, help="requests that may wait (default 8)")
     p.add_argument("--max-new-tokens-cap", type=int, default=2048)
@@ -54,11 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="warm-up prefill length (capped by the first KV budget): MNN sizes its buffers to the "
         "largest shapes it has run, so RSS reaches its plateau at load",
     )
-    p.add_argument(
-        "--auth-token",
-        default=token_from_env(),
-        help="bearer token clients must send (default $EDGELLM_TOKEN); required off loopback",
-    )
+    add_server_security(p, "<data dir>/token")
     p.add_argument(
         "--virtual-phone",
         default=None,
@@ -84,11 +80,12 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         raise SystemExit("--threads must be at least 1")
     if ns.queue_size < 1:
         raise SystemExit("--queue-size must be at least 1")
+    extra = {"data_dir": ns.data_dir} if ns.data_dir is not None else {}
     return DaemonConfig(
         host=ns.host,
         port=ns.port,
         model=model,
-        data_dir=ns.data_dir,
+        **extra,
         threads=ns.threads,
         queue_size=ns.queue_size,
         max_new_tokens_cap=ns.max_new_tokens_cap,
@@ -101,6 +98,11 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         warmup=not ns.no_warmup,
         warmup_tokens=ns.warmup_tokens,
         auth_token=ns.auth_token,
+        auth_token_file=ns.auth_token_file,
+        insecure_loopback=ns.insecure_loopback,
+        tls_cert=ns.tls_cert,
+        tls_key=ns.tls_key,
+        tls_self_signed=ns.tls_self_signed,
         virtual_phone=ns.virtual_phone,
         virtual_phone_time_scale=ns.time_scale,
         governor_policy=GovernorPolicy(ns.governor),

@@ -8,8 +8,14 @@ import uuid
 
 import grpc
 
-from edgellm.client.client import DaemonClient, build_request
-from edgellm.client.commands.common_args import add_sampling, add_target, report_rpc_error, sampling_kwargs
+from edgellm.client.client import build_request
+from edgellm.client.commands.common_args import (
+    add_sampling,
+    add_target,
+    client_from,
+    report_rpc_error,
+    sampling_kwargs,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +31,7 @@ def run(ns: argparse.Namespace) -> int:
     """Read lines from stdin, stream replies, keep the history."""
     history: list[tuple[str, str]] = [("system", ns.system)] if ns.system else []
     session = uuid.uuid4().hex
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         while True:
             if sys.stdin.isatty():
                 sys.stdout.write("you> ")

@@ -4,17 +4,33 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import grpc
 
+from edgellm.common.errors import EdgeError
+from edgellm.common.security_args import add_client_security
 from edgellm.common.targets import DEFAULT_TARGET
+
+if TYPE_CHECKING:
+    from edgellm.client.client import DaemonClient as DaemonClientType
 
 
 def add_target(parser: argparse.ArgumentParser) -> None:
-    """--target H:P (default $EDGELLM_TARGET, then 127.0.0.1:50051)."""
+    """--target H:P (default $EDGELLM_TARGET, then 127.0.0.1:50051), and the token/TLS options."""
     parser.add_argument(
         "--target", default=None, help=f"daemon address (default: $EDGELLM_TARGET, then {DEFAULT_TARGET})"
     )
+    add_client_security(parser)
+
+
+def client_from(ns: argparse.Namespace, timeout: float | None = None) -> DaemonClientType:
+    """A DaemonClient for --target with the token and TLS found from the options, env or config."""
+    from edgellm.client.channel import ChannelSecurity
+    from edgellm.client.client import DaemonClient
+
+    security = ChannelSecurity.find(token_file=ns.token_file, tls_ca=ns.tls_ca, tls_pin=ns.tls_pin)
+    return DaemonClient(ns.target, timeout=timeout, security=security)
 
 
 def add_sampling(parser: argparse.ArgumentParser) -> None:
@@ -41,8 +57,11 @@ def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
     }
 
 
-def report_rpc_error(err: grpc.RpcError) -> int:
-    """Print a gRPC error for a person and return the exit code."""
+def report_rpc_error(err: grpc.RpcError | EdgeError) -> int:
+    """Print a gRPC error (or a client-side refusal) for a person and return the exit code."""
+    if isinstance(err, EdgeError):
+        sys.stderr.write(f"edgellm: {err.code.name}: {err}\n")
+        return 1
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
     name = code.name if code is not None else "ERROR"

@@ -7,8 +7,7 @@ import sys
 
 import grpc
 
-from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, report_rpc_error
+from edgellm.client.commands.common_args import add_target, client_from, report_rpc_error
 from edgellm.v1 import device_pb2
 
 # key -> (UpdateConfigRequest field, parser)
@@ -57,7 +56,7 @@ def run(ns: argparse.Namespace) -> int:
         sys.stderr.write(f"edgellm: {err}\n")
         return 2
     try:
-        with DaemonClient(ns.target, timeout=120.0) as client:
+        with client_from(ns, timeout=120.0) as client:
             st = client.stub.UpdateConfig(req, timeout=120.0)
     except grpc.RpcError as err:
         return report_rpc_error(err)

@@ -8,8 +8,14 @@ import time
 
 import grpc
 
-from edgellm.client.client import DaemonClient, build_request, finish_reason_name
-from edgellm.client.commands.common_args import add_sampling, add_target, report_rpc_error, sampling_kwargs
+from edgellm.client.client import build_request, finish_reason_name
+from edgellm.client.commands.common_args import (
+    add_sampling,
+    add_target,
+    client_from,
+    report_rpc_error,
+    sampling_kwargs,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +42,7 @@ def run(ns: argparse.Namespace) -> int:
     )
     out = sys.stdout
     try:
-        with DaemonClient(ns.target) as client:
+        with client_from(ns) as client:
             start = time.perf_counter()
             first: float | None = None
             for response in client.stream(request):

@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, report_rpc_error
+from edgellm.client.commands.common_args import add_target, client_from, report_rpc_error
 from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress
 from edgellm.common.allocator import tune_for_streaming
 from edgellm.v1 import device_pb2
@@ -48,7 +48,7 @@ def run_push(ns: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     tune_for_streaming()  # the push streams 1 MiB buffers (src/edgellm/common/allocator.py)
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         try:
             pusher = Pusher(
                 client.channel, ns.artifact_dir, int(ns.chunk_mib * (1 << 20)), metadata=_metadata(client)
@@ -83,7 +83,7 @@ def run_push(ns: argparse.Namespace) -> int:
 
 def run_models(ns: argparse.Namespace) -> int:
     """One line per installed artifact; '*' marks the loaded one."""
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         try:
             resp = client.stub.ListModels(
                 device_pb2.ListModelsRequest(), metadata=_metadata(client), timeout=30
@@ -114,13 +114,13 @@ def _load(client: DaemonClient, model: str) -> int:
 
 def run_load(ns: argparse.Namespace) -> int:
     """Load a model and print load and warm-up times."""
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         return _load(client, ns.model)
 
 
 def run_unload(ns: argparse.Namespace) -> int:
     """Unload the model."""
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         try:
             client.stub.UnloadModel(device_pb2.UnloadModelRequest(), metadata=_metadata(client))
         except grpc.RpcError as err:
@@ -130,7 +130,7 @@ def run_unload(ns: argparse.Namespace) -> int:
 
 def run_rm(ns: argparse.Namespace) -> int:
     """Delete an artifact (the loaded one is refused)."""
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         try:
             req = device_pb2.DeleteArtifactRequest(artifact_id=ns.artifact)
             client.stub.DeleteArtifact(req, metadata=_metadata(client))

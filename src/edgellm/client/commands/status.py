@@ -9,8 +9,7 @@ import sys
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, report_rpc_error
+from edgellm.client.commands.common_args import add_target, client_from, report_rpc_error
 from edgellm.v1 import device_pb2
 
 
@@ -25,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(ns: argparse.Namespace) -> int:
     """Print the status."""
     try:
-        with DaemonClient(ns.target, timeout=10.0) as client:
+        with client_from(ns, timeout=10.0) as client:
             st = client.status()
     except grpc.RpcError as err:
         return report_rpc_error(err)

@@ -12,8 +12,7 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, report_rpc_error
+from edgellm.client.commands.common_args import add_target, client_from, report_rpc_error
 from edgellm.v1 import device_pb2
 
 
@@ -103,7 +102,7 @@ def run(ns: argparse.Namespace) -> int:
     count = 0
     out = ns.record.open("a") if ns.record else None
     try:
-        with DaemonClient(ns.target) as client:
+        with client_from(ns) as client:
             call = client.stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=ns.interval_ms))
             try:
                 for s in call:

@@ -1,0 +1,95 @@
+"""The one place clients open channels: the token and TLS ride on the channel's credentials.
+
+Every call on such a channel carries `authorization: Bearer <token>` (gRPC call credentials),
+so stubs, the push client's hand-made call and health probes need no per-call metadata.
+Without TLS the call credentials ride on gRPC's *local* channel credentials, which grpcio only
+allows to a loopback peer: a token is never sent in cleartext off this machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from edgellm.common.auth import is_loopback, target_host
+from edgellm.common.errors import FailedPrecondition
+from edgellm.common.tls import ClientTls
+from edgellm.common.tokens import find_client_token
+
+Options = Sequence[tuple[str, str | int]]
+
+
+@dataclass(frozen=True)
+class ChannelSecurity:
+    """The token a client sends (None: none) and how it trusts a TLS server (None: plaintext)."""
+
+    token: str | None = None
+    token_source: str = ""
+    tls: ClientTls | None = None
+
+    @classmethod
+    def find(
+        cls,
+        token: str | None = None,
+        token_file: Path | None = None,
+        tls_ca: Path | None = None,
+        tls_pin: str | None = None,
+    ) -> ChannelSecurity:
+        """Explicit values, else $EDGELLM_TOKEN / the config file / the local daemon's token, and TLS env."""
+        found = find_client_token(token, token_file)
+        tls_ca = tls_ca or _env_path("EDGELLM_TLS_CA")
+        tls_pin = tls_pin or os.environ.get("EDGELLM_TLS_PIN") or None
+        tls = ClientTls(ca=tls_ca, pin=tls_pin) if tls_ca or tls_pin else None
+        return cls(found.token if found else None, found.source if found else "", tls)
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+def _credentials(
+    target: str, security: ChannelSecurity
+) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, str]]]:
+    """(channel credentials or None for a plaintext channel without a token, extra options)."""
+    options: list[tuple[str, str]] = []
+    if security.tls is not None:
+        creds, options = security.tls.credentials(target)
+    elif security.token is None:
+        return None, []
+    elif is_loopback(target_host(target)):
+        creds = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+    else:
+        raise FailedPrecondition(
+            f"refusing to send the token in cleartext to {target}: connect with TLS (--tls-pin or "
+            "--tls-ca) or through `adb forward` / an SSH tunnel to 127.0.0.1"
+        )
+    if security.token is not None:
+        creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(security.token))
+    return creds, options
+
+
+def open_channel(target: str, security: ChannelSecurity | None = None, options: Options = ()) -> grpc.Channel:
+    """A blocking channel to TARGET with the token and TLS found without flags (or SECURITY)."""
+    security = security if security is not None else ChannelSecurity.find()
+    creds, extra = _credentials(target, security)
+    opts = [*options, *extra]
+    if creds is None:
+        return grpc.insecure_channel(target, options=opts)
+    return grpc.secure_channel(target, creds, options=opts)
+
+
+def open_aio_channel(
+    target: str, security: ChannelSecurity | None = None, options: Options = ()
+) -> grpc.aio.Channel:
+    """The asyncio twin of open_channel."""
+    security = security if security is not None else ChannelSecurity.find()
+    creds, extra = _credentials(target, security)
+    opts = [*options, *extra]
+    if creds is None:
+        return grpc.aio.insecure_channel(target, options=opts)
+    return grpc.aio.secure_channel(target, creds, options=opts)
