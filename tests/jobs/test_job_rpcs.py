@@ -95,6 +95,19 @@ async def test_evaluate_survives_disconnect_and_can_be_rewatched(
             "NOT_FOUND",
             "checkpoint",
         ),
+        # S10: Quantize writes only under the host's artifacts directory.
+        (
+            "Quantize",
+            host_pb2.QuantizeRequest(model="default", output_dir="/tmp"),
+            "PERMISSION_DENIED",
+            "outside",
+        ),
+        (
+            "Quantize",
+            host_pb2.QuantizeRequest(model="default", output_dir="../x"),
+            "PERMISSION_DENIED",
+            "outside",
+        ),
         ("Evaluate", host_pb2.EvaluateRequest(artifact_dir="/nonexistent"), "NOT_FOUND", "no MNN artifact"),
         (
             "ScanOperators",

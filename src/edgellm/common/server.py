@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -71,12 +72,59 @@ def new_server(host: str, security: ServerSecurity, max_message_bytes: int | Non
     )
 
 
+class CappedHealthServicer(health.HealthServicer):  # type: ignore[misc]  # grpc_health is untyped
+    """grpc's health servicer with an asyncio Watch capped at MAX_WATCHERS streams.
+
+    Why: Watch is open without a token (supervisors probe it), and the stock Watch is a blocking
+    generator that holds one executor thread per stream on an aio server; a few idle watchers
+    from any local app would starve the daemon's own off-loop work. This Watch holds no thread,
+    and one stream over the cap answers RESOURCE_EXHAUSTED.
+    """
+
+    def __init__(self, max_watchers: int) -> None:
+        super().__init__(experimental_non_blocking=True)
+        self.max_watchers = max_watchers
+        self._wakeups: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+
+    def set(self, service: str, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
+        """Record the status and wake every watcher (callable from any thread)."""
+        super().set(service, status)
+        for loop, event in list(self._wakeups):
+            loop.call_soon_threadsafe(event.set)
+
+    async def Watch(  # an async generator on the aio server (the stock one blocks a thread)
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[health_pb2.HealthCheckResponse]:
+        """Stream the service's status now and on every change."""
+        if len(self._wakeups) >= self.max_watchers:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{self.max_watchers} health watchers are already open; use Health/Check to poll",
+            )
+        wakeup = (asyncio.get_running_loop(), asyncio.Event())
+        self._wakeups.add(wakeup)
+        try:
+            last = None
+            while True:
+                wakeup[1].clear()
+                with self._lock:
+                    status = self._server_status.get(
+                        request.service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+                    )
+                if status != last:
+                    last = status
+                    yield health_pb2.HealthCheckResponse(status=status)
+                await wakeup[1].wait()
+        finally:
+            self._wakeups.discard(wakeup)
+
+
 class Health:
     """The health service for one gRPC service name (and the server as a whole, name "")."""
 
-    def __init__(self, server: grpc.aio.Server, service_name: str) -> None:
+    def __init__(self, server: grpc.aio.Server, service_name: str, max_watchers: int = 16) -> None:
         self.service_name = service_name
-        self.servicer = health.HealthServicer(experimental_non_blocking=True)
+        self.servicer = CappedHealthServicer(max_watchers)
         health_pb2_grpc.add_HealthServicer_to_server(self.servicer, server)
         reflection.enable_server_reflection(
             (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server

@@ -50,3 +50,7 @@ class DaemonConfig:
     tls_cert: Path | None = None  # PEM certificate chain; with tls_key, the server speaks TLS
     tls_key: Path | None = None
     tls_self_signed: bool = False  # use (and on first start make) <data_dir>/tls/{cert,key}.pem
+    max_pushes: int = 2  # concurrent PushArtifact streams; more answer RESOURCE_EXHAUSTED
+    push_idle_timeout_s: float = 60.0  # a push silent this long is stopped and its reservation freed
+    max_telemetry_streams: int = 8  # concurrent StreamTelemetry subscribers
+    max_health_watchers: int = 16  # concurrent Health/Watch streams (open without a token)

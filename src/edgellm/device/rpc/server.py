@@ -63,7 +63,7 @@ async def start_server(config: DaemonConfig, engine_factory: EngineFactory = Mnn
     core = DaemonCore(config, engine_factory)
     service = DeviceDaemonService(core)
     add_device_service(service, server)
-    health_state = Health(server, SERVICE_NAME)
+    health_state = Health(server, SERVICE_NAME, config.max_health_watchers)
     health_state.set(False)  # NOT_SERVING until a model is loaded
     core.on_model_change(health_state.set)
     port = await bind_and_start(server, config.host, config.port, security.tls)

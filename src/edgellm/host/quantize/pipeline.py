@@ -96,9 +96,6 @@ class Session:
 
     def build(self, plan: QuantPlan, output: Path, progress: Progress = _quiet) -> dict[str, Any]:
         """Quantize, export to ``output`` atomically, evaluate fp / torch / MNN; return the result."""
-        from edgellm.host.outputs import check_replaceable
-
-        check_replaceable(output)  # refuse before the work, not after it
         start, cpu = time.perf_counter(), time.process_time()
         progress(0.0, "calibrate: tokenizing calibration text")
         calib = self.calibration(plan)
@@ -122,9 +119,7 @@ class Session:
     ) -> dict[str, Any]:
         """Export an already-quantized model to ``output`` atomically, evaluate it, write its manifest."""
         from edgellm.host.convert.token_table import stop_token_ids, write_for_tokenizer
-        from edgellm.host.outputs import check_replaceable
 
-        check_replaceable(output)  # never rmtree a directory that is not an edgellm artifact (S10)
         start = time.perf_counter() - quant_s
         scales = scales or []
         progress(0.65, "export: llmexport graph + carried integer weights")
@@ -152,7 +147,6 @@ class Session:
             doc = self._manifest(plan, results, report.round_trip_exact, quant_s, export_s, size, scales)
             doc["tokenizer"] = {"stop_token_ids": stop_token_ids(self.tokenizer, self.hf_dir)}
             write_manifest(tmp, doc)
-            check_replaceable(output)  # again: the export took minutes
             if output.exists():
                 shutil.rmtree(output)
             tmp.replace(output)
