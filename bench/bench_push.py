@@ -11,7 +11,8 @@ What is compared, and why it is fair:
   what the issue's >= 0.8 target is measured against. "verified TCP copy" also sha256-checks each
   file on the receiver, the one piece of work the push must do that a bare copy skips; the ratio
   against it isolates the protocol's own cost (gRPC framing, staging, atomic install).
-- Runs are interleaved (copy, verified copy, push, in a rotating order) and reported as medians,
+- Runs are interleaved (copy, verified copy, push with the token, push to a daemon started
+  with --insecure-loopback, in a rotating order) and reported as medians,
   because the shared 2-core build machine is noisy.
 """
 
@@ -222,8 +223,8 @@ def main() -> None:
         }
         order = list(jobs)
         for i in range(ns.repeat):
-            k = i % len(order)
-            for name in order[k:] + order[:k]:
+            rot = i % len(order)
+            for name in order[rot:] + order[:rot]:
                 runs[name].append(jobs[name]())
         resume = push_interrupted(dev, ns.artifact, 0.5)
     mbs = {k: total / statistics.median(v) / 1e6 for k, v in runs.items()}
