@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,6 +84,10 @@ def test_full_deploy_then_rerun_changes_nothing(rig: Rig) -> None:
     assert health(config.local_port) == "SERVING"  # through the fake's real forward to the daemon
     assert any(line.startswith("installer 127.0.0.1:") for line in rig.output)
     assert any("edgellm generate --target" in line for line in rig.output)
+    # S2: the phone's token reached the host's config, 0600, where every client looks.
+    token_file = config.token_file
+    assert token_file.read_text().strip() == rig.daemon.running.token
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert_only_real_commands(rig)
 
     # Re-run: every step is already done, and nothing that changes the phone is sent.
