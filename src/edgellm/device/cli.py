@@ -55,6 +55,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "largest shapes it has run, so RSS reaches its plateau at load",
     )
     add_server_security(p, "<data dir>/token")
+    p.add_argument("--max-pushes", type=int, default=2, help="concurrent pushes (default 2)")
+    p.add_argument(
+        "--push-idle-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a push may send nothing before it is stopped and its disk reservation freed",
+    )
+    p.add_argument("--max-telemetry-streams", type=int, default=8, help="concurrent telemetry streams")
     p.add_argument(
         "--virtual-phone",
         default=None,
@@ -80,6 +88,8 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         raise SystemExit("--threads must be at least 1")
     if ns.queue_size < 1:
         raise SystemExit("--queue-size must be at least 1")
+    if ns.max_pushes < 1 or ns.max_telemetry_streams < 1 or ns.push_idle_timeout <= 0:
+        raise SystemExit("--max-pushes and --max-telemetry-streams must be >= 1, --push-idle-timeout > 0")
     extra = {"data_dir": ns.data_dir} if ns.data_dir is not None else {}
     return DaemonConfig(
         host=ns.host,
@@ -97,6 +107,9 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         kv_tiers=tuple(int(t) for t in ns.kv_tiers.split(",") if t.strip()),
         warmup=not ns.no_warmup,
         warmup_tokens=ns.warmup_tokens,
+        max_pushes=ns.max_pushes,
+        push_idle_timeout_s=ns.push_idle_timeout,
+        max_telemetry_streams=ns.max_telemetry_streams,
         auth_token=ns.auth_token,
         auth_token_file=ns.auth_token_file,
         insecure_loopback=ns.insecure_loopback,
