@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -90,7 +91,8 @@ class CappedHealthServicer(health.HealthServicer):  # type: ignore[misc]  # grpc
         """Record the status and wake every watcher (callable from any thread)."""
         super().set(service, status)
         for loop, event in list(self._wakeups):
-            loop.call_soon_threadsafe(event.set)
+            with contextlib.suppress(RuntimeError):  # that watcher's loop already closed (shutdown)
+                loop.call_soon_threadsafe(event.set)
 
     async def Watch(  # an async generator on the aio server (the stock one blocks a thread)
         self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
