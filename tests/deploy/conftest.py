@@ -92,8 +92,7 @@ def rig(phone_daemon: ThreadDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPa
         config = DeployConfig(
             adb=AdbServer("127.0.0.1", adb.port),
             local_port=free_port(),
-            # Why not the default 58022: the fake forward binds it for real, and another checkout's
-            # suite on the same machine may hold it (the sshd test then failed at random).
+            # Why a free port: the default 58022 is fixed, so two test runs on one host collided.
             ssh_local_port=free_port(),
             wheel=fake_wheel(tmp_path),
             health_timeout_s=20.0,

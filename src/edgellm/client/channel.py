@@ -22,6 +22,14 @@ from edgellm.common.tokens import find_client_token
 
 Options = Sequence[tuple[str, str | int]]
 
+# Generous both ways: a 200 KB prompt or a long chat history is far below this; the daemon
+# enforces its own receive limit (edgellm.device.rpc.server.MAX_MESSAGE_BYTES).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_OPTIONS: Options = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+)
+
 
 @dataclass(frozen=True)
 class ChannelSecurity:
@@ -73,9 +81,18 @@ def _credentials(
     return creds, options
 
 
-def open_channel(target: str, security: ChannelSecurity | None = None, options: Options = ()) -> grpc.Channel:
-    """A blocking channel to TARGET with the token and TLS found without flags (or SECURITY)."""
-    security = security if security is not None else ChannelSecurity.find()
+def _security(security: ChannelSecurity | str | None) -> ChannelSecurity:
+    """SECURITY as given; a bare string is a token; None: found without flags (ChannelSecurity.find)."""
+    if isinstance(security, str):
+        return ChannelSecurity(security)
+    return security if security is not None else ChannelSecurity.find()
+
+
+def open_channel(
+    target: str, security: ChannelSecurity | str | None = None, options: Options = DEFAULT_OPTIONS
+) -> grpc.Channel:
+    """A blocking channel to TARGET with the token and TLS found without flags (or SECURITY / a token)."""
+    security = _security(security)
     creds, extra = _credentials(target, security)
     opts = [*options, *extra]
     if creds is None:
@@ -84,10 +101,10 @@ def open_channel(target: str, security: ChannelSecurity | None = None, options: 
 
 
 def open_aio_channel(
-    target: str, security: ChannelSecurity | None = None, options: Options = ()
+    target: str, security: ChannelSecurity | str | None = None, options: Options = DEFAULT_OPTIONS
 ) -> grpc.aio.Channel:
     """The asyncio twin of open_channel."""
-    security = security if security is not None else ChannelSecurity.find()
+    security = _security(security)
     creds, extra = _credentials(target, security)
     opts = [*options, *extra]
     if creds is None:

@@ -9,11 +9,11 @@ from types import TracebackType
 
 import grpc
 
-from edgellm.client.channel import ChannelSecurity, open_channel
+from edgellm.client.channel import MAX_MESSAGE_BYTES, ChannelSecurity, open_channel
 from edgellm.common.targets import resolve_target
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+__all__ = ["MAX_MESSAGE_BYTES", "Completion", "DaemonClient", "build_request", "finish_reason_name"]
 
 
 @dataclass
@@ -34,7 +34,11 @@ def finish_reason_name(value: int) -> str:
 
 
 class DaemonClient:
-    """Blocking client over one channel; use as a context manager."""
+    """Blocking client over one channel; use as a context manager.
+
+    Every call on `channel`/`stub` carries the bearer token (edgellm.client.channel.open_channel,
+    on the channel's credentials); `metadata` stays empty for callers that pass it on.
+    """
 
     def __init__(
         self,
@@ -49,14 +53,7 @@ class DaemonClient:
         # stays empty and is kept for callers that pass it on.
         self.metadata: tuple[tuple[str, str], ...] = ()
         self.security = security if security is not None else ChannelSecurity.find(token)
-        self.channel = open_channel(
-            self.target,
-            self.security,
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
-        )
+        self.channel = open_channel(self.target, self.security)
         self.stub = device_pb2_grpc.DeviceDaemonStub(self.channel)
 
     def __enter__(self) -> DaemonClient:
@@ -77,7 +74,7 @@ class DaemonClient:
 
     def stream(self, request: device_pb2.GenerateRequest) -> Iterator[device_pb2.GenerateResponse]:
         """Raw response stream for a request (cancel by closing the iterator)."""
-        call = self.stub.Generate(request, timeout=self.timeout, metadata=self.metadata)
+        call = self.stub.Generate(request, timeout=self.timeout)
         try:
             yield from call
         finally:
@@ -113,9 +110,7 @@ class DaemonClient:
 
     def status(self) -> device_pb2.DaemonStatus:
         """The daemon's status."""
-        return self.stub.GetStatus(
-            device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0, metadata=self.metadata
-        )
+        return self.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0)
 
 
 def build_request(

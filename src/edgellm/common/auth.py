@@ -67,6 +67,20 @@ def bearer_matches(header: str | bytes, expected: bytes) -> bool:
     return hmac.compare_digest(token.strip(), expected) and ok_scheme
 
 
+def client_token() -> str | None:
+    """The token every client command sends: $EDGELLM_TOKEN, else the host's, else the local daemon's file."""
+    from edgellm.common.tokens import find_client_token
+
+    found = find_client_token()
+    return found.token if found else None
+
+
+def client_metadata(token: str | None = None) -> tuple[tuple[str, str | bytes], ...]:
+    """Metadata carrying the bearer token (argument, else client_token()); channels add it themselves."""
+    token = token or client_token()
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     """Rejects calls whose `authorization` metadata is not `Bearer <token>`."""
 

@@ -1,18 +1,25 @@
-"""`edgellm host [--port P]`: run the host service (quantize, evaluate, scan, deploy jobs over gRPC)."""
+"""`edgellm host [--port P]`: run the host service (quantize, evaluate, scan, deploy jobs over gRPC).
+
+Its client is `edgellm jobs ...` (edgellm.client.commands.jobs).
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from edgellm.common.argtypes import port_number
 from edgellm.common.security_args import add_server_security
+from edgellm.common.targets import DEFAULT_HOST_PORT
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `host` subcommand."""
-    p = sub.add_parser("host", help="run the host service (gRPC, default 127.0.0.1:50052)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=50052)
+    p = sub.add_parser(
+        "host", help="run the host service (gRPC jobs; submit and follow them with `edgellm jobs`)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (off loopback: token and TLS)")
+    p.add_argument("--port", type=port_number, default=DEFAULT_HOST_PORT, help="port; 0 = any free port")
     add_server_security(p, "~/.config/edgellm/token")
     p.add_argument(
         "--deploy-target",
