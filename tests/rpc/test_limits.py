@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,14 +11,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.v1 import device_pb2, device_pb2_grpc
+from tests.manifests import manifest_for
 from tests.rpc.conftest import StartFake, channel_to
 
 STEP_S = 0.005
 
 
 def _manifest(payload: bytes, name: str = "hog") -> str:
-    files = [{"path": "w.bin", "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}]
-    return json.dumps({"format": 1, "name": name, "files": files})
+    return manifest_for({"w.bin": payload}, name).to_json()
 
 
 async def _hold_open(manifest: str, release: asyncio.Event) -> AsyncIterator[device_pb2.ArtifactChunk]:
