@@ -1,0 +1,153 @@
+"""Quantization methods side by side under the paired evaluation (issue 19).
+
+  python bench/bench_quant_eval.py build [--configs rtn-b64 awq-b64 gptq-b64 llmc-gptq-b64 llmc-awq-b64]
+  python bench/bench_quant_eval.py eval  [--slice dev|heldout] [--tokens 8192] [--configs ...] [--out F]
+
+``build`` makes every artifact once under ``<cache>/bench/`` (skipped when it exists): ours with
+``edgellm quantize``'s code path (``Session.build``), llmcompressor's (vLLM project) in a venv of
+its own pins (``<cache>/bench/llmc-venv``, made here: torch 2.13.0 first so pip takes the local
+CPU wheel, then llmcompressor 0.14.0.1 with transformers 5.17.0) on the *same* calibration ids,
+carried into MNN through our exporter (``quantize/reference_import.py``). ``eval`` scores fp and
+every artifact on one slice through the prefill and decode paths and prints the markdown table
+with 95% paired intervals (vs fp, vs RTN). Per-token NLLs are cached under ``<cache>/eval``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from edgellm.common.paths import cache_dir
+
+ROOT = cache_dir() / "bench"  # artifacts shared with bench_quant.py (same names, same plans)
+REF = ROOT / "ref"  # calibration ids and the reference runs' saved integers
+VENV = cache_dir() / "bench" / "llmc-venv"
+LLMC_PINS = ["llmcompressor==0.14.0.1", "transformers==5.17.0"]
+CONFIGS = ("rtn-b64", "awq-b64", "gptq-b64", "llmc-awq-b64", "llmc-gptq-b64")
+
+
+def llmc_python() -> Path:
+    """The reference venv's python, created on first use."""
+    py = VENV / "bin" / "python"
+    stamp = VENV / ".installed"
+    if stamp.is_file():
+        return py
+    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    pip = [str(py), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "torch==2.13.0"], check=True)  # the local CPU wheel, never a CUDA resolve
+    subprocess.run([*pip, *LLMC_PINS], check=True)
+    stamp.write_text(" ".join(LLMC_PINS) + "\n")
+    return py
+
+
+def calibration_file(session: Any, plan: Any) -> Path:
+    """The calibration ids our methods use, saved for the reference run."""
+    import torch
+
+    file = REF / "calib_ids.pt"
+    if not file.is_file():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(session.calibration(plan), file)
+    return file
+
+
+def build(names: list[str], extra: dict[str, str]) -> None:
+    """Build the artifacts that do not exist yet."""
+    import copy
+
+    from edgellm.host.evaluate.evaluate import EvalConfig
+    from edgellm.host.quantize.pipeline import Session, resolve_model_dir
+    from edgellm.host.quantize.plan import preset
+    from edgellm.host.quantize.reference_import import load_reference
+
+    hf = resolve_model_dir("default")
+    # The build's own evaluation is the legacy quick check; the figures come from `eval`.
+    session = Session.open(hf, EvalConfig(tokens=512))
+    results = json.loads((REF / "build.json").read_text()) if (REF / "build.json").is_file() else {}
+    for name in names:
+        out = ROOT / name
+        if (out / "manifest.json").is_file():
+            print(f"{name}: exists", flush=True)
+            continue
+        parts = name.split("-")
+        start = time.perf_counter()
+        if parts[0] == "llmc":
+            plan = preset("int4", method=parts[1], block=int(parts[2][1:]))
+            saved = REF / f"{name}.pt"
+            if not saved.is_file():
+                cmd = [str(llmc_python()), str(Path(__file__).with_name("llmc_reference.py"))]
+                cmd += ["--method", parts[1], "--model", str(hf), "--block", parts[2][1:]]
+                cmd += ["--calib", str(calibration_file(session, preset("int4", method="gptq")))]
+                cmd += ["--out", str(saved), *extra.get(name, "").split()]
+                subprocess.run(cmd, check=True)
+            qmodel = copy.deepcopy(session.model)
+            qweights = load_reference(qmodel, saved, plan)
+            meta = _meta(saved)
+            result = {**session.publish(qmodel, plan, qweights, out, meta["seconds"]), "reference": meta}
+        else:
+            plan = preset("int4", method=parts[0], block=int(parts[1][1:]))
+            result = session.build(plan, out)
+        result["wall_seconds"] = round(time.perf_counter() - start, 1)
+        results[name] = result
+        (REF / "build.json").write_text(json.dumps(results, indent=1, default=str))
+        print(
+            f"{name}: built in {result['wall_seconds']:.0f} s (quantize {result['quantize_seconds']:.0f} s)"
+        )
+
+
+def _meta(saved: Path) -> dict[str, Any]:
+    import torch
+
+    meta: dict[str, Any] = torch.load(saved, weights_only=False)["meta"]
+    return meta
+
+
+def evaluate(names: list[str], slice_name: str, tokens: int, doc_tokens: int, out: Path | None) -> None:
+    """Score fp and the artifacts; print the table and write the JSON."""
+    from edgellm.host.evaluate.corpus import Slice
+    from edgellm.host.evaluate.paired_report import markdown
+    from edgellm.host.evaluate.protocol import Model, Protocol, evaluate_models
+    from edgellm.host.evaluate.tokenize import tokenizer_for
+    from edgellm.host.progress_bar import progress_bar
+    from edgellm.host.quantize.pipeline import resolve_model_dir
+
+    hf = resolve_model_dir("default")
+    protocol = Protocol(Slice(slice_name, tokens, doc_tokens))
+    models = [Model("fp", "hf", hf)] + [Model(n, "mnn", ROOT / n) for n in names]
+    docs = protocol.slice.documents(tokenizer_for(hf, ROOT / names[0]))
+    start = time.perf_counter()
+    with progress_bar("eval") as progress:
+        result = evaluate_models(
+            models, docs, protocol, "fp", "rtn-b64" if "rtn-b64" in names else None, progress
+        )
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    print(markdown(result))
+    out = out or REF / f"eval-{slice_name}.json"
+    out.write_text(json.dumps(result, indent=1))
+
+
+def main() -> None:
+    """Parse and run."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("step", choices=("build", "eval"))
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    ap.add_argument("--slice", default="dev", choices=("dev", "heldout"))
+    ap.add_argument("--tokens", type=int, default=8192)
+    ap.add_argument("--doc-tokens", type=int, default=2048)
+    ap.add_argument("--ref-args", nargs="*", default=[], help="NAME='--damp 0.01 ...' for llmc configs")
+    ap.add_argument("--out", type=Path, default=None)
+    ns = ap.parse_args()
+    ROOT.mkdir(parents=True, exist_ok=True)
+    if ns.step == "build":
+        build(ns.configs, dict(a.split("=", 1) for a in ns.ref_args))
+    else:
+        evaluate(ns.configs, ns.slice, ns.tokens, ns.doc_tokens, ns.out)
+
+
+if __name__ == "__main__":
+    main()
