@@ -45,11 +45,22 @@ def llmc_python() -> Path:
     return py
 
 
+def plan_for(name: str) -> Any:
+    """``[llmc-]METHOD-bBLOCK[-cSAMPLES]``: INT4 preset, calibration 128 (or SAMPLES) x 256 of valid."""
+    from edgellm.host.quantize.plan import Calibration, preset, with_calibration
+
+    parts = name.removeprefix("llmc-").split("-")
+    plan = preset("int4", method=parts[0], block=int(parts[1][1:]))
+    if len(parts) > 2:
+        plan = with_calibration(plan, Calibration(samples=int(parts[2][1:])))
+    return plan
+
+
 def calibration_file(session: Any, plan: Any) -> Path:
-    """The calibration ids our methods use, saved for the reference run."""
+    """The calibration ids our methods use with ``plan``, saved for the reference run."""
     import torch
 
-    file = REF / "calib_ids.pt"
+    file = REF / f"calib_ids_{plan.calibration.samples}.pt"
     if not file.is_file():
         file.parent.mkdir(parents=True, exist_ok=True)
         torch.save(session.calibration(plan), file)
@@ -62,7 +73,6 @@ def build(names: list[str], extra: dict[str, str]) -> None:
 
     from edgellm.host.evaluate.evaluate import EvalConfig
     from edgellm.host.quantize.pipeline import Session, resolve_model_dir
-    from edgellm.host.quantize.plan import preset
     from edgellm.host.quantize.reference_import import load_reference
 
     hf = resolve_model_dir("default")
@@ -74,15 +84,14 @@ def build(names: list[str], extra: dict[str, str]) -> None:
         if (out / "manifest.json").is_file():
             print(f"{name}: exists", flush=True)
             continue
-        parts = name.split("-")
+        plan = plan_for(name)
         start = time.perf_counter()
-        if parts[0] == "llmc":
-            plan = preset("int4", method=parts[1], block=int(parts[2][1:]))
+        if name.startswith("llmc-"):
             saved = REF / f"{name}.pt"
             if not saved.is_file():
                 cmd = [str(llmc_python()), str(Path(__file__).with_name("llmc_reference.py"))]
-                cmd += ["--method", parts[1], "--model", str(hf), "--block", parts[2][1:]]
-                cmd += ["--calib", str(calibration_file(session, preset("int4", method="gptq")))]
+                cmd += ["--method", plan.method, "--model", str(hf), "--block", str(plan.block)]
+                cmd += ["--calib", str(calibration_file(session, plan))]
                 cmd += ["--out", str(saved), *extra.get(name, "").split()]
                 subprocess.run(cmd, check=True)
             qmodel = copy.deepcopy(session.model)
@@ -90,7 +99,6 @@ def build(names: list[str], extra: dict[str, str]) -> None:
             meta = _meta(saved)
             result = {**session.publish(qmodel, plan, qweights, out, meta["seconds"]), "reference": meta}
         else:
-            plan = preset("int4", method=parts[0], block=int(parts[1][1:]))
             result = session.build(plan, out)
         result["wall_seconds"] = round(time.perf_counter() - start, 1)
         results[name] = result
@@ -107,20 +115,28 @@ def _meta(saved: Path) -> dict[str, Any]:
     return meta
 
 
-def evaluate(names: list[str], slice_name: str, tokens: int, doc_tokens: int, out: Path | None) -> None:
-    """Score fp and the artifacts; print the table and write the JSON."""
+def evaluate(ns: argparse.Namespace) -> None:
+    """Score fp and the artifacts (``--jobs`` processes of one MNN thread each); print the table."""
+    names, slice_name, tokens, doc_tokens, out = ns.configs, ns.slice, ns.tokens, ns.doc_tokens, ns.out
     from edgellm.host.evaluate.corpus import Slice
     from edgellm.host.evaluate.paired_report import markdown
-    from edgellm.host.evaluate.protocol import Model, Protocol, evaluate_models
+    from edgellm.host.evaluate.protocol import Model, Protocol, evaluate_models, score_model
     from edgellm.host.evaluate.tokenize import tokenizer_for
     from edgellm.host.progress_bar import progress_bar
     from edgellm.host.quantize.pipeline import resolve_model_dir
 
     hf = resolve_model_dir("default")
-    protocol = Protocol(Slice(slice_name, tokens, doc_tokens))
+    protocol = Protocol(Slice(slice_name, tokens, doc_tokens), threads=ns.threads)
     models = [Model("fp", "hf", hf)] + [Model(n, "mnn", ROOT / n) for n in names]
     docs = protocol.slice.documents(tokenizer_for(hf, ROOT / names[0]))
     start = time.perf_counter()
+    if ns.only:  # one worker of --jobs: fill the cache for these models and stop
+        for m in models:
+            if m.name in ns.only:
+                score_model(m, docs, protocol)
+        return
+    if ns.jobs > 1:
+        _score_in_parallel(ns, [m.name for m in models])
     with progress_bar("eval") as progress:
         result = evaluate_models(
             models, docs, protocol, "fp", "rtn-b64" if "rtn-b64" in names else None, progress
@@ -129,6 +145,22 @@ def evaluate(names: list[str], slice_name: str, tokens: int, doc_tokens: int, ou
     print(markdown(result))
     out = out or REF / f"eval-{slice_name}.json"
     out.write_text(json.dumps(result, indent=1))
+
+
+def _score_in_parallel(ns: argparse.Namespace, names: list[str]) -> None:
+    """Run ``--jobs`` worker processes (one thread each) until every model's scores are cached."""
+    base = [sys.executable, __file__, "eval", "--slice", ns.slice, "--tokens", str(ns.tokens)]
+    base += ["--doc-tokens", str(ns.doc_tokens), "--threads", "1", "--configs", *ns.configs, "--only"]
+    pending = list(names)
+    running: list[subprocess.Popen[bytes]] = []
+    while pending or running:
+        while pending and len(running) < ns.jobs:
+            running.append(subprocess.Popen([*base, pending.pop(0)]))
+        time.sleep(1)
+        for p in [p for p in running if p.poll() is not None]:
+            running.remove(p)
+            if p.returncode:
+                raise SystemExit(f"worker {p.args!r} failed ({p.returncode})")
 
 
 def main() -> None:
@@ -141,12 +173,15 @@ def main() -> None:
     ap.add_argument("--doc-tokens", type=int, default=2048)
     ap.add_argument("--ref-args", nargs="*", default=[], help="NAME='--damp 0.01 ...' for llmc configs")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--jobs", type=int, default=1, help="eval: worker processes, one MNN thread each")
+    ap.add_argument("--threads", type=int, default=None, help="eval: MNN threads (default the daemon's 2)")
+    ap.add_argument("--only", nargs="*", default=None, help=argparse.SUPPRESS)
     ns = ap.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
     if ns.step == "build":
         build(ns.configs, dict(a.split("=", 1) for a in ns.ref_args))
     else:
-        evaluate(ns.configs, ns.slice, ns.tokens, ns.doc_tokens, ns.out)
+        evaluate(ns)
 
 
 if __name__ == "__main__":

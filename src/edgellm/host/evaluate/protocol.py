@@ -40,6 +40,9 @@ class Protocol:
     context: int = 512  # prefill window
     stride: int = 256
     block: int = BLOCK  # bootstrap unit, scored tokens
+    # MNN threads; None = the daemon's 2. Scores are bit-identical at 1 and 2 threads (measured on
+    # rtn-b64, both paths), so the cache ignores it and a busy machine can score models in parallel.
+    threads: int | None = None
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description."""
@@ -76,11 +79,14 @@ class Model:
         stats = [f"{w.name}:{w.stat().st_size}:{w.stat().st_mtime_ns}".encode() for w in weights]
         return _digest((self.path / "config.json").read_bytes(), *stats)
 
-    def open(self) -> Runner:
+    def open(self, threads: int | None = None) -> Runner:
         """Load it."""
         if self.kind == "mnn":
-            return MnnRunner(self.path)
+            return MnnRunner(self.path, {"threads": threads} if threads else None)
         import torch
+
+        if threads:
+            torch.set_num_threads(threads)
         from transformers import AutoModelForCausalLM
 
         model = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=torch.float32)
@@ -112,7 +118,7 @@ def score_model(
             out[path] = np.load(file)
             done += len(out[path])
             continue
-        runner = runner or model.open()
+        runner = runner or model.open(protocol.threads)
         parts = []
         for k, doc in enumerate(docs):
             parts.append(score_document(runner, doc, path, protocol.context, protocol.stride))
