@@ -27,7 +27,7 @@ def _split(text: str) -> list[int]:
 def test_articles_start_at_top_level_headings_only() -> None:
     text = " \n = A = \n \n x \n = = Sub = = \n y \n = B = \n z \n"
     arts = articles(text)
-    assert [a.split("\n")[0] for a in arts] == [" = A = ", " = B = "]
+    assert [a.split("\n")[1 - k] for k, a in enumerate(arts)] == [" = A = ", " = B = "]
     assert "= = Sub = =" in arts[0]
 
 
@@ -125,3 +125,13 @@ def test_eval_cli_reports_both_paths_with_paired_intervals_and_caches_scores(
     assert main([*args, "--context", "32", "--stride", "16"]) == 0  # from the cache
     assert "removed" in capsys.readouterr().out
     assert main(["eval", str(tmp_path / "nothing")]) == 2
+
+
+def test_the_quick_check_text_stops_before_the_heldout_slice() -> None:
+    from edgellm.host.evaluate.corpus import HELDOUT_FROM
+    from edgellm.host.evaluate.evaluate import EvalConfig
+
+    text = EvalConfig(tokens=10**6).text()
+    held = articles(Slice("heldout").path().read_text(encoding="utf-8"))[HELDOUT_FROM]
+    assert held.split("\n")[0].startswith(" = ") and held.split("\n")[0] not in text
+    assert text.startswith(" \n = Robert <unk> = ")

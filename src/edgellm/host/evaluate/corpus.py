@@ -27,11 +27,12 @@ _HEADING = re.compile(r"^ = [^=].* = $")
 
 
 def articles(text: str) -> list[str]:
-    """The text cut at top-level headings; each piece starts with its heading line."""
+    """The text cut before top-level headings (the first piece keeps any lines before its heading)."""
     lines = text.split("\n")
     starts = [i for i, line in enumerate(lines) if _HEADING.match(line)]
     if not starts:
         return [text]
+    starts[0] = 0
     return ["\n".join(lines[a:b]) for a, b in zip(starts, [*starts[1:], len(lines)], strict=True)]
 
 
