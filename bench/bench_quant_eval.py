@@ -46,13 +46,14 @@ def llmc_python() -> Path:
 
 
 def plan_for(name: str) -> Any:
-    """``[llmc-]METHOD-bBLOCK[-cSAMPLES]``: INT4 preset, calibration 128 (or SAMPLES) x 256 of valid."""
+    """``[llmc-]METHOD-bBLOCK[-cSAMPLES[xLEN]]``: INT4 preset, calibration 128 x 256 of valid by default."""
     from edgellm.host.quantize.plan import Calibration, preset, with_calibration
 
     parts = name.removeprefix("llmc-").split("-")
     plan = preset("int4", method=parts[0], block=int(parts[1][1:]))
     if len(parts) > 2:
-        plan = with_calibration(plan, Calibration(samples=int(parts[2][1:])))
+        samples, _, length = parts[2][1:].partition("x")
+        plan = with_calibration(plan, Calibration(samples=int(samples), seq_len=int(length or 256)))
     return plan
 
 
@@ -60,7 +61,8 @@ def calibration_file(session: Any, plan: Any) -> Path:
     """The calibration ids our methods use with ``plan``, saved for the reference run."""
     import torch
 
-    file = REF / f"calib_ids_{plan.calibration.samples}.pt"
+    calib = plan.calibration
+    file = REF / f"calib_ids_{calib.samples}{'' if calib.seq_len == 256 else f'x{calib.seq_len}'}.pt"
     if not file.is_file():
         file.parent.mkdir(parents=True, exist_ok=True)
         torch.save(session.calibration(plan), file)

@@ -103,6 +103,7 @@ def run(ns: argparse.Namespace) -> int:
     sys.stdout.write(table(ev["results"]) + "\n")
     sys.stdout.write(
         f"{ns.output}: {result['size_bytes'] / 1e6:.1f} MB, quantized in {result['quantize_seconds']:.0f} s, "
-        f"wikitext2-test {ev['tokens']} tokens (context {ev['context']}, stride {ev['stride']})\n"
+        f"quick check: first {ev['tokens']} dev tokens of wikitext2-test (context {ev['context']}, "
+        f"stride {ev['stride']}); both paths with 95% intervals: edgellm eval {ns.output}\n"
     )
     return 0
