@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +47,17 @@ def llmc_python() -> Path:
 
 
 def plan_for(name: str) -> Any:
-    """``[llmc-]METHOD-bBLOCK[-cSAMPLES[xLEN]]``: INT4 preset, calibration 128 x 256 of valid by default."""
+    """``[llmc-]METHOD-bBLOCK[-cSAMPLES[xLEN]][-minmax]``: INT4 preset, calibration 128 x 256 of valid."""
     from edgellm.host.quantize.plan import Calibration, preset, with_calibration
 
     parts = name.removeprefix("llmc-").split("-")
     plan = preset("int4", method=parts[0], block=int(parts[1][1:]))
-    if len(parts) > 2:
-        samples, _, length = parts[2][1:].partition("x")
-        plan = with_calibration(plan, Calibration(samples=int(samples), seq_len=int(length or 256)))
+    for part in parts[2:]:
+        if part == "minmax":  # GPTQ block ranges min..max instead of the MSE clipping search
+            plan = replace(plan, gptq_grid="minmax")
+        else:
+            samples, _, length = part[1:].partition("x")
+            plan = with_calibration(plan, Calibration(samples=int(samples), seq_len=int(length or 256)))
     return plan
 
 

@@ -113,7 +113,9 @@ def quantize_model(
         for short, v in spec.items():
             lin = _linear(layer, short)
             if short in gptq:
-                q = gptq[short].quantize(v.bits, v.block, act_order=plan.gptq_act_order)
+                q = gptq[short].quantize(
+                    v.bits, v.block, act_order=plan.gptq_act_order, clip_search=plan.gptq_grid == "mse"
+                )
                 gptq[short].free()
             else:
                 q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=v.method == "awq")

@@ -247,4 +247,5 @@ def _plan_for(base: QuantPlan, int8_units: list[list[str]]) -> QuantPlan:
         kv_cache=base.kv_cache,
         calibration=base.calibration,
         gptq_act_order=base.gptq_act_order,
+        gptq_grid=base.gptq_grid,
     )

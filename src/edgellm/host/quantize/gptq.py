@@ -36,7 +36,13 @@ class GPTQ:
         self.hessian += x.t() @ x
 
     def quantize(
-        self, bits: int, block: int, percdamp: float = 0.01, lazy_block: int = 128, act_order: bool = False
+        self,
+        bits: int,
+        block: int,
+        percdamp: float = 0.01,
+        lazy_block: int = 128,
+        act_order: bool = False,
+        clip_search: bool = True,
     ) -> QuantizedWeight:
         """Quantize the layer's weight on MNN's block grid with GPTQ's error feedback.
 
@@ -44,6 +50,7 @@ class GPTQ:
         error-updated weights when the sweep reaches it. With ``act_order`` columns go in order of
         decreasing Hessian diagonal and every block keeps a static grid computed up front from the
         original weights (GPTQ's ``static_groups``), so blocks stay contiguous for MNN.
+        ``clip_search`` picks each block's range by weight MSE; without it the range is min..max.
         """
         w = self.layer.weight.detach().to(torch.float32).clone()  # [oc, ic]
         oc, ic = w.shape
@@ -53,7 +60,7 @@ class GPTQ:
         scale = torch.zeros(oc, n_blocks)
         zero = torch.zeros(oc, n_blocks)
         if act_order:
-            static = rtn_quantize(w, bits, group, clip_search=True)
+            static = rtn_quantize(w, bits, group, clip_search=clip_search)
             scale, zero = static.scale, static.zero
             order = torch.argsort(torch.diag(h), descending=True)
         else:
@@ -61,7 +68,7 @@ class GPTQ:
 
         def grid(col: int, current: torch.Tensor) -> None:
             """Set block ``col // group``'s grid (dynamic mode: from ``current`` [oc, group])."""
-            g = rtn_quantize(current, bits, 0, clip_search=True)
+            g = rtn_quantize(current, bits, 0, clip_search=clip_search)
             scale[:, col // group] = g.scale[:, 0]
             zero[:, col // group] = g.zero[:, 0]
 

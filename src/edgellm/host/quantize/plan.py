@@ -16,6 +16,7 @@ METHODS = ("rtn", "gptq", "awq")
 BITS = (4, 8)
 KV_MODES = {"fp": 8, "int8_k": 9, "int8_kv": 10}  # MNN runtime attention_mode
 PRESETS = ("int4", "int8", "mixed", "auto")
+GPTQ_GRIDS = ("mse", "minmax")
 
 
 class PlanError(ValueError):
@@ -64,6 +65,7 @@ class QuantPlan:
     kv_cache: str = "fp"
     calibration: Calibration = field(default_factory=Calibration)
     gptq_act_order: bool = True  # GPTQ column order by Hessian diagonal, static block grids
+    gptq_grid: str = "mse"  # GPTQ block ranges: "mse" (clipping search) or "minmax"
 
     def spec_for(self, name: str) -> LayerSpec:
         """The resolved spec for module ``name``."""
@@ -134,6 +136,7 @@ def plan_from_json(doc: Any) -> QuantPlan:
         rules.append(LayerRule(**raw))
     _check(doc.get("lm_head_bits", 8) in (4, 8), "lm_head_bits must be 4 or 8")
     _check_spec("lm_head", doc.get("lm_head_bits"), doc.get("lm_head_block"), None)
+    _check(doc.get("gptq_grid", "mse") in GPTQ_GRIDS, f"gptq_grid must be one of {GPTQ_GRIDS}")
     kv = doc.get("kv_cache", "fp")
     _check(kv in KV_MODES, f"kv_cache must be one of {sorted(KV_MODES)}, got {kv!r}")
     calib_raw = doc.get("calibration", {})
