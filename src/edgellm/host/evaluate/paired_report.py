@@ -32,6 +32,9 @@ def markdown(result: dict[str, Any]) -> str:
                 _cell(removed, "{:.0%}") if removed else "",
             ]
         lines.append("| " + " | ".join(cells) + " |")
+    for pair, by_path in result.get("pairs", {}).items():
+        pair_cells = "; ".join(f"{p} {_cell(iv, signed=True)}" for p, iv in by_path.items())
+        lines.append(f"\nppl({pair.replace(' - ', ') − ppl(')}): {pair_cells}")
     proto = result["protocol"]
     lines.append(
         f"\n{result['scored_tokens']} scored tokens in {result['documents']} documents of the "

@@ -140,8 +140,9 @@ def evaluate_models(
     fp: str | None = None,
     baseline: str | None = None,
     progress: Progress = _quiet,
+    pairs: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, Any]:
-    """Score every model; perplexities and paired deltas (vs ``fp``, vs ``baseline``) with intervals."""
+    """Score every model; perplexities and paired deltas (vs fp, vs baseline, ``pairs``) with intervals."""
     nll: dict[str, dict[str, np.ndarray]] = {}
     for i, m in enumerate(models):
 
@@ -167,5 +168,8 @@ def evaluate_models(
                 if fp and m.name != fp:
                     row["removed_of_baseline_increase"] = boot.removed(m.name, baseline, fp).to_json()
             result["models"][m.name][path] = row
+        for a, b in pairs:
+            if a in nll and b in nll:
+                result.setdefault("pairs", {}).setdefault(f"{a} - {b}", {})[path] = boot.delta(a, b).to_json()
     result["fp"], result["baseline"] = fp, baseline
     return result
