@@ -47,7 +47,7 @@ def llmc_python() -> Path:
 
 
 def plan_for(name: str) -> Any:
-    """``[llmc-]METHOD-bBLOCK[-cSAMPLES[xLEN]][-minmax]``: INT4 preset, calibration 128 x 256 of valid."""
+    """``[llmc-]METHOD-bBLOCK[-cSAMPLES[xLEN]][-minmax|-mse][-duo]``: INT4 preset, calibration 128 x 256 of valid."""
     from edgellm.host.quantize.plan import Calibration, preset, with_calibration
 
     parts = name.removeprefix("llmc-").split("-")
@@ -55,6 +55,10 @@ def plan_for(name: str) -> Any:
     for part in parts[2:]:
         if part == "minmax":  # GPTQ block ranges min..max instead of the MSE clipping search
             plan = replace(plan, gptq_grid="minmax")
+        elif part == "mse":  # GPTQ block ranges by the MSE clipping search
+            plan = replace(plan, gptq_grid="mse")
+        elif part == "duo":  # AWQ duo scaling (activations and weights), as llmcompressor
+            plan = replace(plan, awq_duo=True)
         else:
             samples, _, length = part[1:].partition("x")
             plan = with_calibration(plan, Calibration(samples=int(samples), seq_len=int(length or 256)))

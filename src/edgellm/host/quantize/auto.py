@@ -248,4 +248,5 @@ def _plan_for(base: QuantPlan, int8_units: list[list[str]]) -> QuantPlan:
         calibration=base.calibration,
         gptq_act_order=base.gptq_act_order,
         gptq_grid=base.gptq_grid,
+        awq_duo=base.awq_duo,
     )

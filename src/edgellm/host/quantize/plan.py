@@ -66,6 +66,7 @@ class QuantPlan:
     calibration: Calibration = field(default_factory=Calibration)
     gptq_act_order: bool = True  # GPTQ column order by Hessian diagonal, static block grids
     gptq_grid: str = "mse"  # GPTQ block ranges: "mse" (clipping search) or "minmax"
+    awq_duo: bool = False  # AWQ scales from activations and weights (llmcompressor's duo scaling)
 
     def spec_for(self, name: str) -> LayerSpec:
         """The resolved spec for module ``name``."""
@@ -137,6 +138,7 @@ def plan_from_json(doc: Any) -> QuantPlan:
     _check(doc.get("lm_head_bits", 8) in (4, 8), "lm_head_bits must be 4 or 8")
     _check_spec("lm_head", doc.get("lm_head_bits"), doc.get("lm_head_block"), None)
     _check(doc.get("gptq_grid", "mse") in GPTQ_GRIDS, f"gptq_grid must be one of {GPTQ_GRIDS}")
+    _check(isinstance(doc.get("awq_duo", False), bool), "awq_duo must be true or false")
     kv = doc.get("kv_cache", "fp")
     _check(kv in KV_MODES, f"kv_cache must be one of {sorted(KV_MODES)}, got {kv!r}")
     calib_raw = doc.get("calibration", {})
