@@ -47,7 +47,7 @@ def llmc_python() -> Path:
 
 
 def plan_for(name: str) -> Any:
-    """``[llmc-]METHOD-bBLOCK[-cSAMPLES[xLEN]][-minmax|-mse][-duo]``: INT4 preset, calibration 128 x 256 of valid."""
+    """``[llmc-]METHOD-bBLOCK[-cSAMPLES[xLEN]][-minmax|-mse][-duo]``: INT4 preset, calib 128 x 256 valid."""
     from edgellm.host.quantize.plan import Calibration, preset, with_calibration
 
     parts = name.removeprefix("llmc-").split("-")
