@@ -75,7 +75,8 @@ class MnnRunner:
 
     def __init__(self, artifact: Path, overrides: dict[str, Any] | None = None) -> None:
         from edgellm.device.artifact import open_artifact
-        from edgellm.device.engine import EngineConfig, MnnEngine
+        from edgellm.device.engine.config import EngineConfig
+        from edgellm.device.engine.mnn import MnnEngine
 
         # all_logits only changes what a multi-token forward returns; decode steps are one token.
         config = replace(EngineConfig(), all_logits=True, **(overrides or {}))
