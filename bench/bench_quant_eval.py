@@ -29,7 +29,31 @@ ROOT = cache_dir() / "bench"  # artifacts shared with bench_quant.py (same names
 REF = ROOT / "ref"  # calibration ids and the reference runs' saved integers
 VENV = cache_dir() / "bench" / "llmc-venv"
 LLMC_PINS = ["llmcompressor==0.14.0.1", "transformers==5.17.0"]
-CONFIGS = ("rtn-b64", "awq-b64", "gptq-b64", "llmc-awq-b64", "llmc-gptq-b64")
+# The table in docs/benchmarks.md. llmcompressor's AWQ runs at 32 calibration samples (its search
+# forwards whole parent modules over every token: docs/quantization.md), so ours is there at 32 too.
+CONFIGS = (
+    "rtn-b64",
+    "awq-b64",
+    "awq-b64-duo",
+    "gptq-b64",
+    "gptq-b64-mse",
+    "awq-b64-c32",
+    "awq-b64-c32-duo",
+    "llmc-awq-b64-c32",
+    "llmc-gptq-b64",
+)
+
+
+def pairs_for(names: list[str]) -> tuple[tuple[str, str], ...]:
+    """Paired differences reported besides vs fp/RTN: ours vs the reference, each variant vs its base."""
+    out = []
+    for n in names:
+        if n.startswith("llmc-"):
+            out += [(ours, n) for ours in (n[5:], n[5:] + "-duo") if ours in names]
+        for suffix in ("-mse", "-duo"):
+            if n.endswith(suffix) and n.removesuffix(suffix) in names:
+                out.append((n, n.removesuffix(suffix)))
+    return tuple(out)
 
 
 def llmc_python() -> Path:
@@ -149,7 +173,13 @@ def evaluate(ns: argparse.Namespace) -> None:
         _score_in_parallel(ns, [m.name for m in models])
     with progress_bar("eval") as progress:
         result = evaluate_models(
-            models, docs, protocol, "fp", "rtn-b64" if "rtn-b64" in names else None, progress
+            models,
+            docs,
+            protocol,
+            "fp",
+            "rtn-b64" if "rtn-b64" in names else None,
+            progress,
+            pairs_for(names),
         )
     result["seconds"] = round(time.perf_counter() - start, 1)
     print(markdown(result))

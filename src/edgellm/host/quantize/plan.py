@@ -65,7 +65,9 @@ class QuantPlan:
     kv_cache: str = "fp"
     calibration: Calibration = field(default_factory=Calibration)
     gptq_act_order: bool = True  # GPTQ column order by Hessian diagonal, static block grids
-    gptq_grid: str = "mse"  # GPTQ block ranges: "mse" (clipping search) or "minmax"
+    # GPTQ block ranges: "minmax" (as llmcompressor; better on the decode path, docs/benchmarks.md)
+    # or "mse" (the clipping search RTN uses: error feedback pushes later columns past a clipped range)
+    gptq_grid: str = "minmax"
     awq_duo: bool = False  # AWQ scales from activations and weights (llmcompressor's duo scaling)
 
     def spec_for(self, name: str) -> LayerSpec:
@@ -137,7 +139,7 @@ def plan_from_json(doc: Any) -> QuantPlan:
         rules.append(LayerRule(**raw))
     _check(doc.get("lm_head_bits", 8) in (4, 8), "lm_head_bits must be 4 or 8")
     _check_spec("lm_head", doc.get("lm_head_bits"), doc.get("lm_head_block"), None)
-    _check(doc.get("gptq_grid", "mse") in GPTQ_GRIDS, f"gptq_grid must be one of {GPTQ_GRIDS}")
+    _check(doc.get("gptq_grid", "minmax") in GPTQ_GRIDS, f"gptq_grid must be one of {GPTQ_GRIDS}")
     _check(isinstance(doc.get("awq_duo", False), bool), "awq_duo must be true or false")
     kv = doc.get("kv_cache", "fp")
     _check(kv in KV_MODES, f"kv_cache must be one of {sorted(KV_MODES)}, got {kv!r}")
