@@ -112,7 +112,7 @@ def build(names: list[str], extra: dict[str, str]) -> None:
     hf = resolve_model_dir("default")
     # The build's own evaluation is the legacy quick check; the figures come from `eval`.
     session = Session.open(hf, EvalConfig(tokens=512))
-    results = json.loads((REF / "build.json").read_text()) if (REF / "build.json").is_file() else {}
+    done = REF / "build.json"
     for name in names:
         out = ROOT / name
         if (out / "manifest.json").is_file():
@@ -135,8 +135,10 @@ def build(names: list[str], extra: dict[str, str]) -> None:
         else:
             result = session.build(plan, out)
         result["wall_seconds"] = round(time.perf_counter() - start, 1)
+        # Re-read before writing: another build process (ours vs the reference) may have added rows.
+        results = json.loads(done.read_text()) if done.is_file() else {}
         results[name] = result
-        (REF / "build.json").write_text(json.dumps(results, indent=1, default=str))
+        done.write_text(json.dumps(results, indent=1, default=str))
         print(
             f"{name}: built in {result['wall_seconds']:.0f} s (quantize {result['quantize_seconds']:.0f} s)"
         )
@@ -217,7 +219,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="eval: MNN threads (default the daemon's 2)")
     ap.add_argument("--only", nargs="*", default=None, help=argparse.SUPPRESS)
     ns = ap.parse_args()
-    ROOT.mkdir(parents=True, exist_ok=True)
+    REF.mkdir(parents=True, exist_ok=True)  # also makes ROOT
     if ns.step == "build":
         build(ns.configs, dict(a.split("=", 1) for a in ns.ref_args))
     else:

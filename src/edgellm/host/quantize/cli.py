@@ -27,7 +27,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "quantize", help="quantize a model (RTN/AWQ/GPTQ, plans, auto budget) to an MNN artifact"
     )
     p.add_argument("--model", default="default", help="'default' (embedded SmolLM2) or an HF checkpoint dir")
-    p.add_argument("--method", choices=("rtn", "awq", "gptq"), default="gptq")
+    p.add_argument(
+        "--method",
+        choices=("rtn", "awq", "gptq"),
+        default="gptq",
+        help="gptq (default; also auto's base) | rtn | awq: AWQ is not shown to beat RTN on SmolLM2's "
+        "decode path (an independent evaluation measured it 6%% worse; docs/benchmarks.md), so no "
+        "default or preset picks it",
+    )
     p.add_argument("--bits", type=int, choices=(4, 8), default=4)
     p.add_argument("--block", type=int, default=64, help="block size along the input (0 = per channel)")
     p.add_argument("--plan", default="int4", help="int4 | int8 | mixed | auto | plan JSON file")
