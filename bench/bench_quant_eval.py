@@ -4,12 +4,13 @@
   python bench/bench_quant_eval.py eval  [--slice dev|heldout] [--tokens 8192] [--configs ...] [--out F]
 
 ``build`` makes every artifact once under ``<cache>/bench/`` (skipped when it exists): ours with
-``edgellm quantize``'s code path (``Session.build``), llmcompressor's (vLLM project) in a venv of
-its own pins (``<cache>/bench/llmc-venv``, made here: torch 2.13.0 first so pip takes the local
-CPU wheel, then llmcompressor 0.14.0.1 with transformers 5.17.0) on the *same* calibration ids,
-carried into MNN through our exporter (``quantize/reference_import.py``). ``eval`` scores fp and
-every artifact on one slice through the prefill and decode paths and prints the markdown table
-with 95% paired intervals (vs fp, vs RTN). Per-token NLLs are cached under ``<cache>/eval``.
+``edgellm quantize``'s code path (``builder.pipeline.build_artifact``), llmcompressor's (vLLM
+project) in a venv of its own pins (``<cache>/bench/llmc-venv``, made here: torch 2.13.0 first so
+pip takes the local CPU wheel, then llmcompressor 0.14.0.1 with transformers 5.17.0) on the *same*
+calibration ids, its integers carried into MNN by the same builder (``quantize/reference_import.py``).
+``eval`` scores fp and every artifact on one slice through the prefill and decode paths and prints
+the markdown table with 95% paired intervals (vs fp, vs RTN). Per-token NLLs are cached under
+``<cache>/eval``.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def plan_for(name: str) -> Any:
     return plan
 
 
-def calibration_file(session: Any, plan: Any) -> Path:
+def calibration_file(loaded: Any, plan: Any) -> Path:
     """The calibration ids our methods use with ``plan``, saved for the reference run."""
     import torch
 
@@ -97,7 +98,7 @@ def calibration_file(session: Any, plan: Any) -> Path:
     file = REF / f"calib_ids_{calib.samples}{'' if calib.seq_len == 256 else f'x{calib.seq_len}'}.pt"
     if not file.is_file():
         file.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(session.calibration(plan), file)
+        torch.save(loaded.calibration(plan), file)
     return file
 
 
@@ -105,13 +106,13 @@ def build(names: list[str], extra: dict[str, str]) -> None:
     """Build the artifacts that do not exist yet."""
     import copy
 
+    from edgellm.host.builder.loaded import LoadedModel
+    from edgellm.host.builder.pipeline import Quantized, build_artifact
     from edgellm.host.evaluate.evaluate import EvalConfig
-    from edgellm.host.quantize.pipeline import Session, resolve_model_dir
     from edgellm.host.quantize.reference_import import load_reference
 
-    hf = resolve_model_dir("default")
     # The build's own evaluation is the legacy quick check; the figures come from `eval`.
-    session = Session.open(hf, EvalConfig(tokens=512))
+    loaded = LoadedModel.open("default", EvalConfig(tokens=512))
     done = REF / "build.json"
     for name in names:
         out = ROOT / name
@@ -124,24 +125,24 @@ def build(names: list[str], extra: dict[str, str]) -> None:
             saved = REF / f"{name}.pt"
             if not saved.is_file():
                 cmd = [str(llmc_python()), str(Path(__file__).with_name("llmc_reference.py"))]
-                cmd += ["--method", plan.method, "--model", str(hf), "--block", str(plan.block)]
-                cmd += ["--calib", str(calibration_file(session, plan))]
+                cmd += ["--method", plan.method, "--model", str(loaded.hf_dir), "--block", str(plan.block)]
+                cmd += ["--calib", str(calibration_file(loaded, plan))]
                 cmd += ["--out", str(saved), *extra.get(name, "").split()]
                 subprocess.run(cmd, check=True)
-            qmodel = copy.deepcopy(session.model)
+            qmodel = copy.deepcopy(loaded.model)
             qweights = load_reference(qmodel, saved, plan)
             meta = _meta(saved)
-            result = {**session.publish(qmodel, plan, qweights, out, meta["seconds"]), "reference": meta}
+            quantized = Quantized(qmodel, qweights, seconds=meta["seconds"])
+            result = {**build_artifact(loaded, plan, out, quantized=quantized).summary(), "reference": meta}
         else:
-            result = session.build(plan, out)
+            result = build_artifact(loaded, plan, out).summary()
         result["wall_seconds"] = round(time.perf_counter() - start, 1)
         # Re-read before writing: another build process (ours vs the reference) may have added rows.
         results = json.loads(done.read_text()) if done.is_file() else {}
         results[name] = result
         done.write_text(json.dumps(results, indent=1, default=str))
-        print(
-            f"{name}: built in {result['wall_seconds']:.0f} s (quantize {result['quantize_seconds']:.0f} s)"
-        )
+        quantize_s = result["seconds"]["quantize"]
+        print(f"{name}: built in {result['wall_seconds']:.0f} s (quantize {quantize_s:.0f} s)", flush=True)
 
 
 def _meta(saved: Path) -> dict[str, Any]:
@@ -154,14 +155,14 @@ def _meta(saved: Path) -> dict[str, Any]:
 def evaluate(ns: argparse.Namespace) -> None:
     """Score fp and the artifacts (``--jobs`` processes of one MNN thread each); print the table."""
     names, slice_name, tokens, doc_tokens, out = ns.configs, ns.slice, ns.tokens, ns.doc_tokens, ns.out
+    from edgellm.host.builder.source import checkpoint, resolve_source
     from edgellm.host.evaluate.corpus import Slice
     from edgellm.host.evaluate.paired_report import markdown
     from edgellm.host.evaluate.protocol import Model, Protocol, evaluate_models, score_model
     from edgellm.host.evaluate.tokenize import tokenizer_for
     from edgellm.host.progress_bar import progress_bar
-    from edgellm.host.quantize.pipeline import resolve_model_dir
 
-    hf = resolve_model_dir("default")
+    hf = checkpoint(resolve_source("default"))
     protocol = Protocol(Slice(slice_name, tokens, doc_tokens), threads=ns.threads)
     models = [Model("fp", "hf", hf)] + [Model(n, "mnn", ROOT / n) for n in names]
     docs = protocol.slice.documents(tokenizer_for(hf, ROOT / names[0]))

@@ -302,23 +302,16 @@ def test_missing_plugins_only_warn(rig: Rig) -> None:
 
 def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> None:
     """After the deploy, the real push client reaches the (real) daemon through the fake's forward."""
-    import hashlib
-    import json
-
     from edgellm.deploy.device import push_artifact
     from edgellm.v1 import device_pb2, device_pb2_grpc
+    from tests.manifests import manifest_for
 
     deploy_device(rig.config, rig.io)
     art = tmp_path / "tiny"
     art.mkdir()
     data = b"not a real model, only bytes to push" * 1000
     (art / "weights.bin").write_bytes(data)
-    manifest = {
-        "format": 1,
-        "name": "tiny",
-        "files": [{"path": "weights.bin", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}],
-    }
-    (art / "manifest.json").write_text(json.dumps(manifest))
+    (art / "manifest.json").write_text(manifest_for({"weights.bin": data}, "tiny").to_json())
     target = f"127.0.0.1:{rig.config.local_port}"
     artifact_id = push_artifact(target, art)
     with grpc.insecure_channel(target) as ch:

@@ -39,7 +39,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="erase",
         help="slide by erasing in place (keeps positions) or by re-prefilling the kept tokens",
     )
-    p.add_argument("--kv-quant", choices=("fp", "int8"), default="fp", help="KV cache precision")
+    p.add_argument(
+        "--kv-quant",
+        choices=[q.value for q in KvQuant],
+        default=None,
+        help="KV cache precision over the artifact's own (default: the artifact's, fp unless it was "
+        "quantized with --kv); int8 = int8_kv",
+    )
     p.add_argument(
         "--kv-tiers",
         default="",
@@ -96,7 +102,7 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         n_keep=ns.n_keep,
         kv_chunk=ns.kv_chunk,
         kv_method=KvMethod(ns.kv_method),
-        kv_quant=KvQuant(ns.kv_quant),
+        kv_quant=KvQuant(ns.kv_quant) if ns.kv_quant else None,
         kv_tiers=tuple(int(t) for t in ns.kv_tiers.split(",") if t.strip()),
         warmup=not ns.no_warmup,
         warmup_tokens=ns.warmup_tokens,

@@ -215,11 +215,11 @@ class DaemonCore:
         raise InvalidArgument("give manifest_json or artifact_id")
 
     def delete_artifact(self, name: str) -> None:
-        """Delete an installed artifact; the loaded one is refused."""
-        art = self.store.resolve(name)
-        if self.models.is_loaded(art.artifact_id):
-            raise FailedPrecondition(f"artifact {art.artifact_id[:12]} is loaded; unload it first")
-        self.store.delete(art.artifact_id)
+        """Delete an installed artifact of any schema (unreadable too); the loaded one is refused."""
+        artifact_id = self.store.resolve_dir(name).name  # the directory, without parsing its manifest
+        if self.models.is_loaded(artifact_id):
+            raise FailedPrecondition(f"artifact {artifact_id[:12]} is loaded; unload it first")
+        self.store.delete(artifact_id)
 
     async def push(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
         """Receive a pushed artifact into the store (see edgellm.device.push)."""

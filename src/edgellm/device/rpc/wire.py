@@ -111,14 +111,11 @@ def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
     m = artifact.manifest
     return common_pb2.ArtifactInfo(
         artifact_id=artifact.artifact_id,
-        name=artifact.name,
-        source_model=str(m.get("source", {}).get("name", "")),
-        quantization=artifact.quantization_label,
-        size_bytes=artifact.size_bytes,
-        files=[
-            common_pb2.ArtifactFile(path=f["path"], size=int(f["size"]), sha256=f.get("sha256", ""))
-            for f in m.get("files", [])
-        ],
+        name=m.name,
+        source_model=m.source.name,
+        quantization=m.quantization.label,
+        size_bytes=m.size_bytes,
+        files=[common_pb2.ArtifactFile(path=f.path, size=f.size, sha256=f.sha256) for f in m.files],
         loaded=loaded,
     )
 

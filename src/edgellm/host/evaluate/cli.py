@@ -65,10 +65,12 @@ def run(ns: argparse.Namespace) -> int:
         for _, path in named:
             if not (path / "config.json").is_file():
                 raise FileNotFoundError(f"{path} is not an MNN artifact (no config.json)")
-        reference = None if ns.no_fp else (ns.reference or reference_dir(named[0][1]))
+        reference, why = (ns.reference, "") if ns.reference else reference_dir(named[0][1])
+        if ns.no_fp:
+            reference, why = None, "--no-fp"
         with progress_bar("eval", enabled=not ns.json) as progress:
             if ns.legacy:
-                return _legacy(ns, named[0][1], reference, progress)
+                return _legacy(ns, named[0][1], reference, why, progress)
             result = _paired(ns, named, reference, progress)
     except (ValueError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm eval: {exc}\n")
@@ -105,10 +107,12 @@ def _paired(
     return evaluate_models(models, docs, protocol, "fp" if reference else None, baseline, progress)
 
 
-def _legacy(ns: argparse.Namespace, artifact: Path, reference: Path | None, progress: Progress) -> int:
+def _legacy(
+    ns: argparse.Namespace, artifact: Path, reference: Path | None, why: str, progress: Progress
+) -> int:
     from edgellm.host.evaluate.artifact import evaluate_artifact
     from edgellm.host.evaluate.evaluate import EvalConfig
-    from edgellm.host.evaluate.report import table
+    from edgellm.host.evaluate.report import protocol, table
 
     cfg = EvalConfig(text_file=ns.text, tokens=ns.tokens, context=ns.context, stride=ns.stride)
     result = evaluate_artifact(artifact, cfg, reference, (8, 9, 10) if ns.kv else (), progress)
@@ -116,10 +120,11 @@ def _legacy(ns: argparse.Namespace, artifact: Path, reference: Path | None, prog
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
         return 0
     sys.stdout.write(table(result["results"]) + "\n")
+    sys.stdout.write(f"perplexity: {protocol(result)}; mnn = the artifact through MNN's prefill path\n")
+    if reference is None:
+        sys.stdout.write(f"top-1 and KL not measured: no fp reference ({why}); pass --reference HF_DIR\n")
     if "kv_cache" in result:
-        sys.stdout.write("KV cache (prefill half, decode half of each window):\n")
+        sys.stdout.write("KV cache (each window decoded one token per forward):\n")
         sys.stdout.write(table(result["kv_cache"], ("ppl", "tokens")) + "\n")
-    sys.stdout.write(
-        f"size {result['size_bytes'] / 1e6:.1f} MB, {cfg.tokens} tokens, context {cfg.context}\n"
-    )
+    sys.stdout.write(f"size {result['size_bytes'] / 1e6:.1f} MB\n")
     return 0

@@ -78,10 +78,17 @@ class MnnRunner:
         from edgellm.device.engine.config import EngineConfig
         from edgellm.device.engine.mnn import MnnEngine
 
-        # all_logits only changes what a multi-token forward returns; decode steps are one token.
-        config = replace(EngineConfig(), all_logits=True, **(overrides or {}))
+        opened = open_artifact(artifact)
+        # The daemon's settings for this artifact (core/models.py:engine_config without --kv-quant):
+        # the manifest's runtime, the daemon's 2 threads. all_logits only changes what a
+        # multi-token forward returns; decode steps are one token.
+        runtime = opened.manifest.runtime
+        base = EngineConfig.for_runtime(
+            runtime, threads=EngineConfig().threads, attention_mode=runtime.attention_mode
+        )
+        config = replace(base, all_logits=True, **(overrides or {}))
         self.config = config
-        self.engine = MnnEngine(open_artifact(artifact), config)
+        self.engine = MnnEngine(opened, config)
         self.engine.load()
 
     def window(self, ids: list[int]) -> np.ndarray:
