@@ -81,6 +81,8 @@ def run(ns: argparse.Namespace) -> int:
     from edgellm.host.evaluate.paired_report import markdown
 
     sys.stdout.write(markdown(result) + "\n")
+    if reference is None:
+        sys.stdout.write(f"fp not scored ({why}): no Δ vs fp; pass --reference HF_DIR\n")
     return 0
 
 
