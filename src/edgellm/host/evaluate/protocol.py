@@ -52,7 +52,7 @@ class Protocol:
             "context": self.context,
             "stride": self.stride,
             "bootstrap_block": self.block,
-            "runtime": "daemon EngineConfig (memory low, dynamic_option 2, precision low, fp KV mode 8)",
+            "runtime": "the daemon's: the manifest runtime, 2 threads, no sliding window",
         }
 
 

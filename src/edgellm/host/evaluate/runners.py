@@ -5,9 +5,9 @@
 - **decode**: the whole document fed one token per forward from an empty cache, so every scored
   token attends to keys/values read back from the cache — how generated tokens are computed.
 
-The MNN artifact runs through the daemon's own ``MnnEngine`` and ``KvCache`` with the daemon's
-``EngineConfig`` (threads 2, precision low, memory low, dynamic_option 2, fp KV = attention_mode
-8, no sliding window): the runtime is driven the way the daemon drives it. The fp reference is
+The MNN artifact runs through the daemon's own ``MnnEngine`` and ``KvCache`` with the settings
+the daemon gives it: the manifest's runtime (for quantize's artifacts precision low, memory low,
+dynamic_option 2, fp KV = attention_mode 8), 2 threads, no sliding window. The fp reference is
 the Hugging Face model in fp32, its decode path through ``DynamicCache``.
 """
 
@@ -71,7 +71,7 @@ def score_document(runner: Runner, doc: list[int], path: str, context: int, stri
 
 
 class MnnRunner:
-    """An MNN artifact loaded the way the daemon loads it (``EngineConfig`` defaults + overrides)."""
+    """An MNN artifact loaded the way the daemon loads it (its manifest runtime, 2 threads) + overrides."""
 
     def __init__(self, artifact: Path, overrides: dict[str, Any] | None = None) -> None:
         from edgellm.device.artifact import open_artifact
