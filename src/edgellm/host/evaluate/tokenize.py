@@ -13,8 +13,7 @@ def tokenizer_for(reference: Path | None, artifact: Path) -> Callable[[str], lis
 
         tok = AutoTokenizer.from_pretrained(str(reference))
         return lambda text: list(tok(text, add_special_tokens=False)["input_ids"])
-    from edgellm.host.evaluate.scorers import import_mnn_llm
+    from edgellm.common.mnn_llm import MnnLlm
 
-    llm = import_mnn_llm().create(str(artifact / "config.json"))
-    llm.load()
-    return lambda text: [int(t) for t in llm.tokenizer_encode(text)]
+    llm = MnnLlm.open(artifact / "config.json", {"thread_num": 1})
+    return llm.encode
