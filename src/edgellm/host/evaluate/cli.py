@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edgellm.common.paths import require_data_file, resolve_artifact
 from edgellm.host.jobs import Progress
+
+EVAL_FILE = "wikitext2-test.txt"  # the default evaluation text (edgellm.host.evaluate.evaluate)
 
 EPILOG = """\
 Each artifact is scored on the same documents of WikiText-2 test through both paths it is used
@@ -28,14 +31,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("artifact", type=Path, nargs="+", help="MNN artifact directories (NAME=DIR to name one)")
+    p.add_argument(
+        "artifact",
+        type=Path,
+        nargs="+",
+        help="MNN artifact directories (NAME=DIR to name one; 'default' = the cached default artifact)",
+    )
     p.add_argument("--text", type=Path, default=None, help="evaluation text (default wikitext2-test)")
-    p.add_argument("--slice", choices=("dev", "heldout"), default="dev")
+    p.add_argument(
+        "--slice", choices=("dev", "heldout"), default="dev", help="dev for tuning, heldout for final reports"
+    )
     p.add_argument("--tokens", type=int, default=8192, help="tokens of the slice to score")
     p.add_argument("--doc-tokens", type=int, default=2048, help="longest document (decode context)")
     p.add_argument("--context", type=int, default=512, help="prefill window")
     p.add_argument("--stride", type=int, default=256, help="prefill window stride")
-    p.add_argument("--paths", nargs="+", choices=("prefill", "decode"), default=["prefill", "decode"])
+    p.add_argument(
+        "--paths",
+        nargs="+",
+        choices=("prefill", "decode"),
+        default=["prefill", "decode"],
+        help="default both",
+    )
     p.add_argument(
         "--reference", type=Path, default=None, help="fp HF checkpoint (default: from the manifest)"
     )
@@ -43,7 +59,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--baseline", default=None, help="name of the artifact deltas are taken against")
     p.add_argument("--legacy", action="store_true", help="the old protocol (first --tokens, ppl/top-1/KL)")
     p.add_argument("--kv", action="store_true", help="with --legacy: INT8 KV cache (attention_mode 8/9/10)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=run)
 
 
@@ -52,7 +68,8 @@ def _named(raw: Path) -> tuple[str, Path]:
     if "=" in text and not Path(text).exists():
         name, _, path = text.partition("=")
         return name, Path(path)
-    return raw.resolve().name, raw
+    path = resolve_artifact(raw)
+    return ("default" if str(raw) == "default" else path.resolve().name), path
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -61,6 +78,14 @@ def run(ns: argparse.Namespace) -> int:
     from edgellm.host.progress_bar import progress_bar
 
     named = [_named(a) for a in ns.artifact]
+    try:  # before loading anything: the text is there
+        if ns.text is None:
+            require_data_file(EVAL_FILE)
+        elif not ns.text.is_file():
+            raise FileNotFoundError(f"evaluation text {ns.text} not found")
+    except FileNotFoundError as exc:
+        sys.stderr.write(f"edgellm eval: {exc}\n")
+        return 2
     try:
         for _, path in named:
             if not (path / "config.json").is_file():
@@ -114,19 +139,25 @@ def _legacy(
 ) -> int:
     from edgellm.host.evaluate.artifact import evaluate_artifact
     from edgellm.host.evaluate.evaluate import EvalConfig
-    from edgellm.host.evaluate.report import protocol, table
 
     cfg = EvalConfig(text_file=ns.text, tokens=ns.tokens, context=ns.context, stride=ns.stride)
     result = evaluate_artifact(artifact, cfg, reference, (8, 9, 10) if ns.kv else (), progress)
     if ns.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
         return 0
+    _print_result(result, why)
+    return 0
+
+
+def _print_result(result: dict[str, Any], why: str) -> None:
+    """The table, what was not measured and why, and the protocol behind the perplexity."""
+    from edgellm.host.evaluate.report import protocol, table
+
     sys.stdout.write(table(result["results"]) + "\n")
     sys.stdout.write(f"perplexity: {protocol(result)}; mnn = the artifact through MNN's prefill path\n")
-    if reference is None:
+    if result["reference"] is None:  # issue 12: top-1/KL printed as 0.0000 read as a measurement
         sys.stdout.write(f"top-1 and KL not measured: no fp reference ({why}); pass --reference HF_DIR\n")
     if "kv_cache" in result:
         sys.stdout.write("KV cache (each window decoded one token per forward):\n")
         sys.stdout.write(table(result["kv_cache"], ("ppl", "tokens")) + "\n")
     sys.stdout.write(f"size {result['size_bytes'] / 1e6:.1f} MB\n")
-    return 0
