@@ -66,10 +66,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _named(raw: Path) -> tuple[str, Path]:
     text = str(raw)
     if "=" in text and not Path(text).exists():
-        name, _, path = text.partition("=")
-        return name, Path(path)
-    path = resolve_artifact(raw)
-    return ("default" if str(raw) == "default" else path.resolve().name), path
+        name, _, where = text.partition("=")
+        return name, resolve_artifact(where)
+    artifact = resolve_artifact(raw)
+    return ("default" if text == "default" else artifact.resolve().name), artifact
 
 
 def run(ns: argparse.Namespace) -> int:
