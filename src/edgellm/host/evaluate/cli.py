@@ -154,7 +154,8 @@ def _print_result(result: dict[str, Any], why: str) -> None:
     from edgellm.host.evaluate.report import protocol, table
 
     sys.stdout.write(table(result["results"]) + "\n")
-    sys.stdout.write(f"perplexity: {protocol(result)}; mnn = the artifact through MNN's prefill path\n")
+    mnn = "mnn = the artifact through MNN's prefill path"
+    sys.stdout.write(f"perplexity over the {protocol(result)}; {mnn}\n")
     if result["reference"] is None:  # issue 12: top-1/KL printed as 0.0000 read as a measurement
         sys.stdout.write(f"top-1 and KL not measured: no fp reference ({why}); pass --reference HF_DIR\n")
     if "kv_cache" in result:

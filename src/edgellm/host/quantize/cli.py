@@ -124,7 +124,7 @@ def report(result: dict[str, Any]) -> str:
         ]
     ev = result["evaluation"]
     lines.append(table(ev["results"]))
-    lines.append(f"perplexity: {protocol(ev)}; mnn = the artifact through MNN's prefill path")
+    lines.append(f"perplexity over the {protocol(ev)}; mnn = the artifact through MNN's prefill path")
     lines.append(
         f"{result['artifact']}: {result['size_bytes'] / 1e6:.1f} MB, "
         f"quantized in {result['seconds']['quantize']:.0f} s, built in {result['seconds']['total']:.0f} s; "
