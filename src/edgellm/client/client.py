@@ -83,11 +83,12 @@ class DaemonClient:
         seed: int | None = None,
         stop: Sequence[str] = (),
         session_id: str = "",
+        speculation: str = "off",
         **sampling: float,
     ) -> Completion:
         """Run a whole generation and collect it."""
         request = build_request(
-            prompt, messages, max_new_tokens, temperature, seed, stop, session_id, **sampling
+            prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation, **sampling
         )
         out = Completion()
         start = time.perf_counter()
@@ -107,6 +108,9 @@ class DaemonClient:
         return self.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0)
 
 
+SPECULATION = {"auto": device_pb2.SPECULATION_AUTO, "off": device_pb2.SPECULATION_OFF}
+
+
 def build_request(
     prompt: str | None = None,
     messages: Sequence[tuple[str, str]] | None = None,
@@ -115,9 +119,10 @@ def build_request(
     seed: int | None = None,
     stop: Sequence[str] = (),
     session_id: str = "",
+    speculation: str = "off",
     **sampling: float,
 ) -> device_pb2.GenerateRequest:
-    """Build a GenerateRequest from plain Python values."""
+    """Build a GenerateRequest from plain Python values (`speculation`: auto or off)."""
     params = device_pb2.SamplingParams(temperature=temperature, **sampling)  # type: ignore[arg-type]
     if seed is not None:
         params.seed = seed
@@ -128,4 +133,5 @@ def build_request(
         sampling=params,
         stop=list(stop),
         session_id=session_id,
+        speculation=SPECULATION[speculation],
     )

@@ -31,7 +31,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--data-dir", type=Path, default=Path.home() / ".edgellm", help="artifact store and daemon state"
     )
-    p.add_argument("--threads", type=positive_int, default=2, help="inference threads")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="inference threads; default: autotune at load (each candidate count timed, fastest kept)",
+    )
+    p.add_argument(
+        "--draft-max",
+        type=int,
+        choices=(0, 1, 2, 4, 8),
+        default=8,
+        help="longest speculative draft (prompt lookup, verified in one forward); 0 turns it off",
+    )
     p.add_argument("--queue-size", type=positive_int, default=8, help="requests that may wait")
     p.add_argument(
         "--max-new-tokens-cap",
@@ -129,7 +141,9 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         port=ns.port,
         model=model,
         data_dir=ns.data_dir,
-        threads=ns.threads,
+        threads=ns.threads or 2,
+        autotune=ns.threads is None,
+        draft_max=ns.draft_max,
         queue_size=ns.queue_size,
         max_new_tokens_cap=ns.max_new_tokens_cap,
         kv_window=ns.kv_window,

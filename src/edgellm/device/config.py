@@ -26,6 +26,7 @@ class DaemonConfig:
     proc_root: Path = Path("/")  # where /proc/meminfo is read (tests point it at a fake tree)
     keep_alive_s: float = 0.0  # unload after this many idle seconds; 0 = never
     threads: int = 2
+    autotune: bool = False  # measure thread counts at load and take the fastest (else `threads` is pinned)
     queue_size: int = 8
     max_new_tokens_cap: int = 2048
     kv_window: int = 0  # sliding KV window in tokens; 0 = no sliding (stop at the context length)
@@ -37,6 +38,7 @@ class DaemonConfig:
     # the artifact's; fp, int8_k, int8_kv (or int8, the same as int8_kv) override it, logged.
     kv_quant: KvQuant | None = None
     warmup: bool = True
+    draft_max: int = 8  # longest speculative draft (0 = no speculative decoding); 1, 2, 4 or 8
     warmup_tokens: int = 256  # warm-up prefill length (capped by the first KV budget); sizes MNN's buffers
     grace_seconds: float = 2.0
     sysfs_root: Path = Path("/")  # where thermal zones and cpufreq are read (tests: a fixture tree)
