@@ -146,7 +146,10 @@ async def telemetry_overhead(artifact: Path, tokens: int, reps: int) -> dict[str
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
     running = await start_server(
-        DaemonConfig(port=0, model=artifact, data_dir=Path("/tmp/edgellm-bench-thermal"))
+        # No token: the subject is thermal behaviour (auth's cost is in bench_daemon --compare-auth).
+        DaemonConfig(
+            port=0, model=artifact, data_dir=Path("/tmp/edgellm-bench-thermal"), insecure_loopback=True
+        )
     )
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:

@@ -103,6 +103,7 @@ async def virtual_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
             virtual_phone="sd8gen3",
             virtual_phone_time_scale=120.0,
             governor_period_s=0.1,
+            insecure_loopback=True,
         )
     )
     yield running
@@ -136,6 +137,7 @@ async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Pa
             virtual_phone="sd8gen3",
             governor_policy=GovernorPolicy.OFF,
             virtual_phone_time_scale=0.001,  # hold the plant where the test puts it
+            insecure_loopback=True,
         )
     )
     try:

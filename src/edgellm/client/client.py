@@ -9,8 +9,7 @@ from types import TracebackType
 
 import grpc
 
-from edgellm.client.channel import MAX_MESSAGE_BYTES, open_channel
-from edgellm.common.auth import client_metadata
+from edgellm.client.channel import MAX_MESSAGE_BYTES, ChannelSecurity, open_channel
 from edgellm.common.targets import resolve_target
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
@@ -37,17 +36,24 @@ def finish_reason_name(value: int) -> str:
 class DaemonClient:
     """Blocking client over one channel; use as a context manager.
 
-    Every call on `channel`/`stub` carries the bearer token (edgellm.client.channel.open_channel);
-    `metadata` is the same header, for callers that build calls by hand.
+    Every call on `channel`/`stub` carries the bearer token (edgellm.client.channel.open_channel,
+    on the channel's credentials); `metadata` stays empty for callers that pass it on.
     """
 
     def __init__(
-        self, target: str | None = None, timeout: float | None = None, token: str | None = None
+        self,
+        target: str | None = None,
+        timeout: float | None = None,
+        token: str | None = None,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self.target = resolve_target(target)
         self.timeout = timeout
-        self.metadata = client_metadata(token)
-        self.channel = open_channel(self.target, token)
+        # The token rides on the channel's credentials (edgellm.client.channel); per-call metadata
+        # stays empty and is kept for callers that pass it on.
+        self.metadata: tuple[tuple[str, str], ...] = ()
+        self.security = security if security is not None else ChannelSecurity.find(token)
+        self.channel = open_channel(self.target, self.security)
         self.stub = device_pb2_grpc.DeviceDaemonStub(self.channel)
 
     def __enter__(self) -> DaemonClient:
