@@ -1,7 +1,8 @@
 """The daemon on emulated aarch64, over real gRPC from the x86 client: answers, telemetry, window, push.
 
-Run by `make test-arm` (marker `arm`); nothing here times anything: emulation speed is no
-phone figure.
+The first two tests are the smoke `make test` runs (daemon up on aarch64, one Generate answering
+Paris); the rest carry the marker `arm` and run in `make test-arm`. Nothing here times anything:
+emulation speed is no phone figure.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 from scripts.arm64_env import ArmEnv
 from tests.arm.conftest import SD8G3, EmulatedDaemon, mnn_backend
 
-# Emulation is slow: a model load, a warm-up and a 200-token window run take minutes.
-pytestmark = [pytest.mark.arm, pytest.mark.timeout(1800)]
+# Emulation is slow: the first build (~4 min), a model load with its warm-up, a 200-token window
+# run each take minutes.
+pytestmark = pytest.mark.timeout(1800)
 
 CAPITAL = [("user", "What is the capital of France?")]
 REPORT = Path(__file__).resolve().parents[2] / ".cache" / "arm64" / "last-run.json"
@@ -63,6 +65,7 @@ def test_greedy_capital_answers_paris(arm_daemon: EmulatedDaemon) -> None:
     assert out.finish_reason == "stop"
 
 
+@pytest.mark.arm
 def test_telemetry_streams_the_fixture_sysfs_tree(arm_daemon: EmulatedDaemon) -> None:
     zones = {}
     for zone in sorted((SD8G3 / "sys" / "class" / "thermal").glob("thermal_zone*")):
@@ -88,6 +91,7 @@ def test_telemetry_streams_the_fixture_sysfs_tree(arm_daemon: EmulatedDaemon) ->
     remember(telemetry_zones=len(got))
 
 
+@pytest.mark.arm
 def test_a_long_generation_slides_the_window_and_stays_coherent(arm_daemon: EmulatedDaemon) -> None:
     request = device_pb2.GenerateRequest(
         messages=[
@@ -112,6 +116,7 @@ def test_a_long_generation_slides_the_window_and_stays_coherent(arm_daemon: Emul
     assert "<|im_start|>" not in text and "\ufffd" not in text
 
 
+@pytest.mark.arm
 def test_push_and_load_of_a_second_artifact(arm_daemon: EmulatedDaemon, second_artifact: Path) -> None:
     with grpc.insecure_channel(arm_daemon.target) as channel:
         report = Pusher(channel, second_artifact).run()
