@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_kv import load, log_softmax_nll, score, stream_ids
-from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.kv_window import KvMethod, WindowPolicy
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = {
@@ -105,7 +105,11 @@ def one(ns: argparse.Namespace) -> dict[str, Any]:
     else:
         engine = load(ns.artifact, all_logits=True, **cfg)
         ids = stream_ids(engine, ns.tokens)
-        policy = WindowPolicy(window=256, n_keep=4, method="erase") if ns.mode == "window" else WindowPolicy()
+        policy = (
+            WindowPolicy(window=256, n_keep=4, method=KvMethod.ERASE)
+            if ns.mode == "window"
+            else WindowPolicy()
+        )
         result = score(engine, ids, policy)
         out["ppl"], out["evicted"] = result["ppl"], result["evicted"]
         engine.close()

@@ -26,12 +26,12 @@ import numpy as np
 
 from edgellm.client.client import DaemonClient, build_request
 from edgellm.device.config import DaemonConfig
-from edgellm.device.engine import MnnEngine
+from edgellm.device.engine.base import Engine
 from edgellm.device.generation import GenerationJob, run_generation
 from edgellm.device.kv_cache import KvCache
 from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.device.sampler import SamplingConfig
-from edgellm.device.server import RunningDaemon, start_server
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ PROMPT_TOKENS = 72
 NO_EOS = -float("inf")
 
 
-def chat_prompt(engine: MnnEngine, target: int) -> tuple[tuple[str, str], ...]:
+def chat_prompt(engine: Engine, target: int) -> tuple[tuple[str, str], ...]:
     """Chat messages whose rendered prompt is exactly `target` tokens (trim the user text)."""
     text = (
         "I am planning a week-long trip through the south of France in early autumn and would like "
@@ -55,7 +55,7 @@ def chat_prompt(engine: MnnEngine, target: int) -> tuple[tuple[str, str], ...]:
     raise SystemExit("cannot build the prompt")
 
 
-def in_process_raw(engine: MnnEngine, ids: list[int]) -> tuple[float, float]:
+def in_process_raw(engine: Engine, ids: list[int]) -> tuple[float, float]:
     """Bare MNN loop (forward + argmax): (ttft_ms, decode tok/s)."""
     engine.reset()
     t0 = time.perf_counter()
@@ -71,14 +71,14 @@ def in_process_raw(engine: MnnEngine, ids: list[int]) -> tuple[float, float]:
     return (t1 - t0) * 1000, (NEW_TOKENS - 1) / (t2 - t1)
 
 
-def in_process_engine(engine: MnnEngine, msgs: tuple[tuple[str, str], ...]) -> tuple[float, float]:
+def in_process_engine(engine: Engine, msgs: tuple[tuple[str, str], ...]) -> tuple[float, float]:
     """Our generation loop in-process (template, sampler, UTF-8, stats): (ttft_ms, decode tok/s)."""
     job = GenerationJob("bench", None, msgs, NEW_TOKENS, sampling(engine))
     done = run_generation(KvCache(engine, WindowPolicy()), job, lambda _e: None, threading.Event())
     return done.stats.ttft_ms, done.stats.decode_tokens_per_second
 
 
-def sampling(engine: MnnEngine) -> SamplingConfig:
+def sampling(engine: Engine) -> SamplingConfig:
     """Greedy with end-of-turn tokens banned, so every run decodes exactly NEW_TOKENS."""
     return SamplingConfig(logit_bias=dict.fromkeys(engine.stop_ids, NO_EOS))
 
@@ -199,8 +199,9 @@ def main() -> int:
     daemon = DaemonThread(
         DaemonConfig(port=0, model=ns.artifact, threads=ns.threads, data_dir=Path(tempfile.mkdtemp()))
     )
-    engine = daemon.running.core.engine
-    assert engine is not None
+    loaded = daemon.running.core.models.loaded
+    assert loaded is not None
+    engine = loaded.engine
     msgs = daemon.on_worker(lambda: chat_prompt(engine, PROMPT_TOKENS))
     ids = daemon.on_worker(lambda: engine.encode(engine.apply_chat_template(msgs)))
     results: dict[str, list[tuple[float, float]]] = {"raw": [], "engine": [], "grpc": []}

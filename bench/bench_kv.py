@@ -26,10 +26,11 @@ import numpy as np
 
 from edgellm.common.paths import data_dir, default_artifact_dir
 from edgellm.device.artifact import open_artifact
-from edgellm.device.engine import EngineConfig, MnnEngine
+from edgellm.device.engine.config import EngineConfig
+from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import GenerationJob, run_generation
 from edgellm.device.kv_cache import FeedStats, KvCache
-from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.kv_window import KvMethod, WindowPolicy
 from edgellm.device.sampler import SamplingConfig
 
 CHUNK = 32
@@ -94,9 +95,13 @@ def bench_ppl(artifact: Path, tokens: int, windows: list[int], kv_quant: str) ->
     if tokens <= engine.context_length:
         out["full"] = score(engine, ids, WindowPolicy())
     for w in windows:
-        out[f"w{w}_sink_erase"] = score(engine, ids, WindowPolicy(window=w, n_keep=4, method="erase"))
-        out[f"w{w}_sink_reprefill"] = score(engine, ids, WindowPolicy(window=w, n_keep=4, method="reprefill"))
-        out[f"w{w}_nosink_erase"] = score(engine, ids, WindowPolicy(window=w, n_keep=0, method="erase"))
+        out[f"w{w}_sink_erase"] = score(engine, ids, WindowPolicy(window=w, n_keep=4, method=KvMethod.ERASE))
+        out[f"w{w}_sink_reprefill"] = score(
+            engine, ids, WindowPolicy(window=w, n_keep=4, method=KvMethod.REPREFILL)
+        )
+        out[f"w{w}_nosink_erase"] = score(
+            engine, ids, WindowPolicy(window=w, n_keep=0, method=KvMethod.ERASE)
+        )
     return out
 
 

@@ -39,7 +39,7 @@ from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress, load_local
 from edgellm.common.allocator import tune_for_streaming
 from edgellm.common.paths import default_artifact_dir
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import start_server
+from edgellm.device.rpc.server import start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 # Why spawn: a forked child would inherit the parent's gRPC threads and state.

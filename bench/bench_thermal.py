@@ -63,7 +63,7 @@ async def telemetry_overhead(artifact: Path, tokens: int, reps: int) -> dict[str
     import grpc
 
     from edgellm.device.config import DaemonConfig
-    from edgellm.device.server import start_server
+    from edgellm.device.rpc.server import start_server
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
     running = await start_server(

@@ -25,8 +25,9 @@ def pin_all_threads(cpus: set[int]) -> set[int]:
 
 def measure(config: Path, threads: int, pin: set[int] | None, prompt: int, decode: int) -> dict[str, float]:
     """Load with `threads`, optionally pin, then time a prefill and a greedy decode."""
-    import MNN.llm as mnn_llm
+    from edgellm.common.mnn import import_mnn_llm
 
+    mnn_llm = import_mnn_llm()
     t0 = time.perf_counter()
     llm = mnn_llm.create(str(config))
     llm.set_config(json.dumps({"thread_num": threads, "backend_type": "cpu", "precision": "low"}))

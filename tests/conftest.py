@@ -1,9 +1,13 @@
-"""Shared fixtures: the real default artifact and real daemons on port 0."""
+"""Shared fixtures: the real default artifact and real daemons on port 0.
+
+Every test that uses the real model (the `default_artifact` fixture, directly or through `daemon`,
+`engine`, ...) is marked `model`: `pytest -m "not model"` runs the rest in well under a minute.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -12,8 +16,15 @@ import pytest_asyncio
 
 from edgellm.common.paths import default_artifact_dir
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2_grpc
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs the real model artifact as `model`."""
+    for item in items:
+        if "default_artifact" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.model)
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +63,6 @@ async def daemon_stub(daemon: RunningDaemon) -> AsyncIterator[device_pb2_grpc.De
 
 
 @pytest.fixture
-def repo_root() -> Iterator[Path]:
+def repo_root() -> Path:
     """The repository root."""
-    yield Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import pytest
 from edgellm.deploy.adb import AdbServer
 from edgellm.deploy.device import DeployConfig, DeployIO
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from tests.deploy.fake_adb_server import FakeAdbServer
 from tests.deploy.fake_phone import FakePhone, fake_wheel
 

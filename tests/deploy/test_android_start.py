@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
         sys.modules[name] = None
     from edgellm.cli import build_parser
     from edgellm.device.cli import config_from
-    from edgellm.device.server import start_server
+    from edgellm.device.rpc.server import start_server
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     import grpc
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from edgellm.device.artifact import open_artifact
-from edgellm.device.engine import EngineConfig, MnnEngine
+from edgellm.device.engine.config import EngineConfig
+from edgellm.device.engine.mnn import MnnEngine
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgellm.device.engine import MnnEngine
+from edgellm.device.engine.mnn import MnnEngine
 
 CLONE_WARNING = "module need new clone"
 
@@ -26,5 +26,4 @@ def test_continuation_prefills_of_new_lengths_clone_no_module(
         logits = engine.decode(int(np.argmax(logits)))
     out = capfd.readouterr().out
     assert CLONE_WARNING not in out
-    llm = engine._llm
-    assert llm is not None and llm.context.all_seq_len == engine.position == len(engine.history)  # type: ignore[attr-defined]
+    assert engine.llm.all_seq_len == engine.position == len(engine.history)

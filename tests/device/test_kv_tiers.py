@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from edgellm.device.engine import MnnEngine
+from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import Delta, Event, GenerationJob, run_generation
 from edgellm.device.kv_cache import KvCache
 from edgellm.device.kv_window import WindowPolicy

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
-from edgellm.device.config import DaemonConfig
-from edgellm.device.core import DaemonCore
+from edgellm.device.engine.config import KvQuant, attention_mode
 from edgellm.device.kv_window import WindowPolicy, eviction_range, system_prompt_length
 
 S, E, NL = 1, 2, 198  # <|im_start|>, <|im_end|>, "\n"
@@ -46,7 +43,7 @@ def test_system_prompt_length() -> None:
         WindowPolicy(window=32),
         WindowPolicy(window=512, n_keep=300),
         WindowPolicy(window=9000),
-        WindowPolicy(window=512, method="magic"),
+        WindowPolicy(window=512, method="magic"),  # type: ignore[arg-type]
         WindowPolicy(window=512, n_keep=-2),
     ],
 )
@@ -60,18 +57,9 @@ def test_default_chunk_is_a_quarter_window() -> None:
     WindowPolicy(window=512, n_keep=4).validate(8192)
 
 
-async def test_int8_kv_refuses_to_slide_by_erase(tmp_path: Path) -> None:
+def test_int8_kv_refuses_to_slide_by_erase() -> None:
     """MNN 3.6.1 truncates a quantized KV cache at an erase: the daemon says so instead of loading."""
-    core = DaemonCore(DaemonConfig(port=0, data_dir=tmp_path, kv_window=256, kv_quant="int8"))
-    try:
-        with pytest.raises(FailedPrecondition, match="reprefill"):
-            core.engine_config()
-        ok = DaemonCore(
-            DaemonConfig(
-                port=0, data_dir=tmp_path / "b", kv_window=256, kv_quant="int8", kv_method="reprefill"
-            )
-        )
-        assert ok.engine_config().attention_mode == 10
-        await ok.close()
-    finally:
-        await core.close()
+    with pytest.raises(FailedPrecondition, match="reprefill"):
+        attention_mode(KvQuant.INT8, slides_by_erase=True)
+    assert attention_mode(KvQuant.INT8, slides_by_erase=False) == 10
+    assert attention_mode(KvQuant.FP, slides_by_erase=True) == 8

@@ -9,8 +9,8 @@ import pytest
 
 from edgellm.device.config import DaemonConfig
 from edgellm.device.generation import GenerationJob
+from edgellm.device.rpc.server import start_server
 from edgellm.device.sampler import SamplingConfig
-from edgellm.device.server import start_server
 
 PROMPTS = [
     "Hi",

@@ -6,7 +6,8 @@ import itertools
 
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.controller import GovernorConfig, SlopeEstimator, ThermalController
-from edgellm.device.governor.ladder import CoreCluster, build_ladder
+from edgellm.device.governor.ladder import build_ladder
+from edgellm.device.telemetry.cpu import CoreCluster
 from edgellm.device.virtual_phone.profile import load_profile
 from edgellm.device.virtual_phone.simulate import simulate
 

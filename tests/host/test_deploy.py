@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import start_server
+from edgellm.device.rpc.server import start_server
 from edgellm.host.deploy_job import deploy
 from edgellm.host.server import HostConfig
 from edgellm.host.server import start_server as start_host

@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from edgellm.common.errors import InvalidArgument
 from edgellm.host.jobs import JobManager
 from edgellm.host.server import HostConfig, start_server
 from edgellm.v1 import host_pb2, host_pb2_grpc
@@ -112,12 +113,20 @@ async def test_bad_requests_get_precise_status(
     assert err.value.code().name == code and text in (err.value.details() or "")
 
 
-def test_failed_job_reports_error_to_watchers() -> None:
+@pytest.mark.parametrize(
+    ("error", "reported"),
+    [
+        (InvalidArgument("bad thing"), "INVALID_ARGUMENT: bad thing"),
+        # A plain ValueError is a broken invariant, not the caller's fault.
+        (ValueError("bad thing"), "INTERNAL: ValueError: bad thing"),
+    ],
+)
+def test_failed_job_reports_error_to_watchers(error: Exception, reported: str) -> None:
     jobs = JobManager()
 
     def boom(progress: Any) -> dict[str, Any]:
         progress(0.5, "work: half")
-        raise ValueError("bad thing")
+        raise error
 
     job = jobs.submit("t", boom)
     deadline = time.monotonic() + 10
@@ -128,6 +137,6 @@ def test_failed_job_reports_error_to_watchers() -> None:
         return [u async for u in job.watch()]
 
     updates = asyncio.run(collect())
-    assert updates[-1].done and updates[-1].error == "INVALID_ARGUMENT: bad thing"
+    assert updates[-1].done and updates[-1].error == reported
     assert any(u.stage == "work" for u in updates)
     jobs.shutdown()

@@ -10,7 +10,7 @@ import pytest
 
 from edgellm.cli import main
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import start_server
+from edgellm.device.rpc.server import start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 
@@ -35,7 +35,8 @@ async def test_push_load_refuse_delete_restart_reload(default_artifact: Path, tm
         await d.stop(0)
     d2 = await start_server(cfg)  # same data dir: the daemon reloads the model it had
     try:
-        assert d2.core.engine is not None and d2.core.engine.artifact.artifact_id == art.artifact_id
+        model = d2.core.status().model
+        assert model is not None and model.artifact.artifact_id == art.artifact_id
         async with grpc.aio.insecure_channel(f"127.0.0.1:{d2.port}") as ch:
             stub = device_pb2_grpc.DeviceDaemonStub(ch)
             await stub.UnloadModel(device_pb2.UnloadModelRequest())
@@ -45,6 +46,6 @@ async def test_push_load_refuse_delete_restart_reload(default_artifact: Path, tm
         await d2.stop(0)
     d3 = await start_server(cfg)  # unloaded on purpose: nothing to reload
     try:
-        assert d3.core.engine is None
+        assert d3.core.status().model is None
     finally:
         await d3.stop(0)

@@ -18,7 +18,7 @@ import pytest_asyncio
 from edgellm.client.push import Pusher, PushProgress, load_local
 from edgellm.device.artifact import open_artifact
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 
@@ -282,7 +282,8 @@ async def test_quota_refusal_leaves_store_as_it_was(tmp_path: Path) -> None:
 async def test_disk_full_on_a_small_filesystem(tmp_path: Path) -> None:
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=False).returncode:
+    mount = ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)]
+    if (await asyncio.to_thread(subprocess.run, mount, check=False)).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root); the quota test covers the refusal path")
     try:
         d = await _start(mnt / "data")
@@ -294,7 +295,7 @@ async def test_disk_full_on_a_small_filesystem(tmp_path: Path) -> None:
         finally:
             await d.stop(0)
     finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+        await asyncio.to_thread(subprocess.run, ["umount", str(mnt)], check=False)
 
 
 async def test_concurrent_pushes(dev: RunningDaemon, tmp_path: Path) -> None:
@@ -331,6 +332,6 @@ async def test_memory_admission_refuses_a_model_that_does_not_fit(tmp_path: Path
         with pytest.raises(grpc.RpcError) as err:
             await _acall(d.port, lambda s: s.LoadModel(req))
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "MiB" in str(err.value.details())
-        assert d.core.engine is None
+        assert d.core.status().model is None
     finally:
         await d.stop(0)

@@ -13,7 +13,7 @@ import pytest
 from edgellm.client.push import PUSH_METHOD
 from edgellm.common.push_wire import decode, encode_chunk, encode_manifest
 from edgellm.device.config import DaemonConfig
-from edgellm.device.server import start_server
+from edgellm.device.rpc.server import start_server
 from edgellm.v1 import device_pb2
 
 CASES = [

@@ -9,7 +9,7 @@ import pytest
 
 from edgellm.cli import main
 from edgellm.client.commands.config import parse_pairs
-from edgellm.device.server import RunningDaemon
+from edgellm.device.rpc.server import RunningDaemon
 
 
 def test_config_pairs() -> None:
@@ -20,9 +20,9 @@ def test_config_pairs() -> None:
         and req.pacing_ms == 15.0
         and req.setpoint_c == 39.5
     )
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="expected KEY=VALUE"):
         parse_pairs(["turbo=1"])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="expected KEY=VALUE"):
         parse_pairs(["threads"])
 
 

@@ -48,13 +48,16 @@ class Unauthenticated(EdgeError):
 
 
 def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
-    """Map any exception to (status code, message) for a gRPC abort."""
+    """Map any exception to (status code, message) for a gRPC abort.
+
+    Only an `InvalidArgument` blames the request. A plain ValueError comes from a broken invariant
+    inside the daemon (e.g. the KV cache asked to feed nothing) or from a library, so it is INTERNAL,
+    named by its type, and logged with its traceback.
+    """
     if isinstance(exc, EdgeError):
         return exc.code, str(exc)
     if isinstance(exc, MemoryError):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, "out of memory"
     if isinstance(exc, FileNotFoundError):
         return grpc.StatusCode.NOT_FOUND, str(exc)
-    if isinstance(exc, ValueError):
-        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
     return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"

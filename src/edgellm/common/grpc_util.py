@@ -1,4 +1,8 @@
-"""Server-side gRPC helpers: one place that maps exceptions to status codes."""
+"""Server-side gRPC helpers: one place that maps exceptions to status codes and binds log context.
+
+Each RPC's logs carry `rpc` and `request_id`: the client's own `request_id` when the request has
+one (GenerateRequest, CancelRequest), else a fresh id; `current_request_id()` reads it back.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,18 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 
+def _request_id(request: object) -> str:
+    """The client's request_id if the message has a non-empty one, else a fresh 12-hex-digit id."""
+    rid = getattr(request, "request_id", "")
+    return rid if isinstance(rid, str) and rid else uuid.uuid4().hex[:12]
+
+
+def current_request_id() -> str:
+    """The request_id bound to this RPC's logs (a fresh one outside an RPC)."""
+    rid = structlog.contextvars.get_contextvars().get("request_id")
+    return rid if isinstance(rid, str) and rid else uuid.uuid4().hex[:12]
+
+
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException, rpc: str) -> None:
     code, message = status_for(exc)
     if code == grpc.StatusCode.INTERNAL:
@@ -31,11 +47,11 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException
 def unary(
     fn: Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
 ) -> Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
-    """Wrap a unary handler: bind a request id to the logs and map exceptions to statuses."""
+    """Wrap a unary handler: bind the request id to the logs and map exceptions to statuses."""
 
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
-        with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=uuid.uuid4().hex[:12]):
+        with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=_request_id(request)):
             try:
                 return await fn(self, request, context)
             except (grpc.aio.AbortError, GeneratorExit):
@@ -56,7 +72,7 @@ def server_stream(
     async def wrapper(
         self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Resp]:
-        with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=uuid.uuid4().hex[:12]):
+        with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=_request_id(request)):
             try:
                 async for item in fn(self, request, context):
                     yield item

@@ -10,6 +10,9 @@ from edgellm.common.auth import token_from_env
 from edgellm.common.paths import default_artifact_dir
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
 from edgellm.device.config import DaemonConfig
+from edgellm.device.engine.config import KvQuant
+from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.kv_window import KvMethod
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,15 +102,15 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         kv_window=ns.kv_window,
         n_keep=ns.n_keep,
         kv_chunk=ns.kv_chunk,
-        kv_method=ns.kv_method,
-        kv_quant=ns.kv_quant,
+        kv_method=KvMethod(ns.kv_method),
+        kv_quant=KvQuant(ns.kv_quant),
         kv_tiers=tuple(int(t) for t in ns.kv_tiers.split(",") if t.strip()),
         warmup=not ns.no_warmup,
         warmup_tokens=ns.warmup_tokens,
         auth_token=ns.auth_token,
         virtual_phone=ns.virtual_phone,
         virtual_phone_time_scale=ns.time_scale,
-        governor_policy=ns.governor,
+        governor_policy=GovernorPolicy(ns.governor),
         setpoint_c=ns.setpoint,
         sysfs_root=ns.sysfs_root,
     )
@@ -115,7 +118,7 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
 
 def run(ns: argparse.Namespace) -> int:
     """Serve until interrupted."""
-    from edgellm.device.server import serve
+    from edgellm.device.rpc.server import serve
 
     asyncio.run(serve(config_from(ns)))
     return 0

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
+from edgellm.device.engine.config import KvQuant
+from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.kv_window import KvMethod
 
 
 @dataclass(frozen=True)
@@ -28,16 +31,16 @@ class DaemonConfig:
     kv_window: int = 0  # sliding KV window in tokens; 0 = no sliding (stop at the context length)
     n_keep: int = 4  # protected tokens at the window's front; -1 = the system prompt
     kv_chunk: int = 0  # tokens evicted at once; 0 = a quarter of the window
-    kv_method: str = "erase"  # "erase" (keep positions) or "reprefill" (rebuild the kept tokens)
+    kv_method: KvMethod = KvMethod.ERASE  # erase (keep positions) or reprefill (rebuild the kept tokens)
     kv_tiers: tuple[int, ...] = ()  # KV budgets below the window, e.g. (512,): grow only if memory allows
-    kv_quant: str = "fp"  # KV cache precision: "fp" or "int8" (MNN attention_mode 8 / 10)
+    kv_quant: KvQuant = KvQuant.FP  # KV cache precision: fp or int8 (MNN attention_mode 8 / 10)
     warmup: bool = True
     warmup_tokens: int = 256  # warm-up prefill length (capped by the first KV budget); sizes MNN's buffers
     grace_seconds: float = 2.0
     sysfs_root: Path = Path("/")  # where thermal zones and cpufreq are read (tests: a fixture tree)
     virtual_phone: str | None = None  # phone profile: simulate its thermals and firmware in real time
     virtual_phone_time_scale: float = 1.0  # simulated seconds per real second
-    governor_policy: str = "thermal"  # thermal | off | pinned
+    governor_policy: GovernorPolicy = GovernorPolicy.THERMAL
     setpoint_c: float | None = None  # None: below the phone's first skin trip point
     governor_period_s: float = 1.0
     auth_token: str | None = None  # required when host is not loopback

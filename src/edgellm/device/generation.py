@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from edgellm.common.errors import InvalidArgument
-from edgellm.common.logs import get_logger
-from edgellm.device.engine import MnnEngine
+from edgellm.device.engine.base import Engine, Logits
 from edgellm.device.kv_cache import ContextFull, FeedStats, KvCache
 from edgellm.device.sampler import Sampler, SamplingConfig
 from edgellm.device.text import StopMatcher, Utf8Stream
 
-log = get_logger(__name__)
+
+class FinishReason(StrEnum):
+    """Why a generation ended."""
+
+    STOP = "stop"  # an end-of-turn token or a stop string
+    LENGTH = "length"  # max_new_tokens reached
+    CANCELLED = "cancelled"  # Cancel, a client cancel or a deadline
+    CONTEXT = "context"  # no room left in the context (no sliding window)
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,7 @@ class Stats:
 class Finished:
     """The last event of a request."""
 
-    reason: str  # "stop" | "length" | "cancelled" | "context"
+    reason: FinishReason
     stats: Stats
     stop_sequence: str = ""
 
@@ -69,8 +76,12 @@ Event = Delta | Finished
 Emit = Callable[[Event], None]
 
 
-def render_prompt(engine: MnnEngine, job: GenerationJob) -> list[int]:
-    """Token ids for the request: chat template on the device, or raw text."""
+def render_prompt(engine: Engine, job: GenerationJob) -> list[int]:
+    """Token ids for the request: chat template on the device, or raw text.
+
+    Checked here, on the worker thread, rather than in the RPC layer: only the engine knows the
+    tokenizer and the context length.
+    """
     text = engine.apply_chat_template(job.messages) if job.messages else (job.prompt or "")
     ids = engine.encode(text)
     if not ids:
@@ -83,6 +94,50 @@ def render_prompt(engine: MnnEngine, job: GenerationJob) -> list[int]:
     return ids
 
 
+class _TextOut:
+    """The text side of one generation: UTF-8 assembly, stop strings, and the Delta events."""
+
+    def __init__(self, engine: Engine, stop: Sequence[str], emit: Emit) -> None:
+        self._token_bytes = engine.token_bytes
+        self._utf8 = Utf8Stream()
+        self._stops = StopMatcher(list(stop))
+        self._emit = emit
+        self._pending: list[int] = []  # tokens whose text is not complete or held by a stop prefix
+        self.stop_sequence = ""
+
+    def push(self, token: int) -> bool:
+        """Add one generated token and emit whatever text is complete; True when a stop string matched."""
+        self._pending.append(token)
+        result = self._stops.push(self._utf8.push(self._token_bytes(token)))
+        if result.text or result.stop is not None or not self._stops.stops:
+            self._emit(Delta(result.text, tuple(self._pending)))
+            self._pending = []
+        if result.stop is not None:
+            self.stop_sequence = result.stop
+            return True
+        return False
+
+    def close(self, reason: FinishReason) -> None:
+        """Emit the held tail (nothing after a stop string; only the token ids when cancelled)."""
+        if self.stop_sequence:
+            return
+        tail = ""
+        if reason != FinishReason.CANCELLED:
+            tail = self._stops.push(self._utf8.flush()).text + self._stops.flush()
+        if tail or self._pending:
+            self._emit(Delta(tail, tuple(self._pending)))
+
+
+@dataclass
+class _Clock:
+    """When each phase of a request happened (perf_counter seconds)."""
+
+    received: float
+    started: float = field(default_factory=time.perf_counter)
+    prefill: float = 0.0
+    first_token: float = 0.0
+
+
 def run_generation(
     cache: KvCache,
     job: GenerationJob,
@@ -91,47 +146,56 @@ def run_generation(
     between_tokens: Callable[[], None] | None = None,
 ) -> Finished:
     """Generate for job, emitting Delta events and finally one Finished event (also returned)."""
+    clock = _Clock(job.received_at)
     engine = cache.engine
-    started = time.perf_counter()
     ids = render_prompt(engine, job)
-    job.sampling.validate(engine.vocab_size)
+    job.sampling.validate(engine.vocab_size)  # needs the vocabulary, so here rather than in the RPC
     sampler = Sampler(job.sampling)
     sampler.observe_prompt(ids)
-    text = Utf8Stream()
-    stops = StopMatcher(list(job.stop))
-    max_new = (
-        job.max_new_tokens
-        if cache.policy.sliding
-        else min(job.max_new_tokens, engine.context_length - len(ids))
-    )
+    out = _TextOut(engine, job.stop, emit)
+    # Without a sliding window the context bounds the reply; with one, only max_new_tokens does.
+    max_new = job.max_new_tokens
+    if not cache.policy.sliding:
+        max_new = min(max_new, engine.context_length - len(ids))
 
     feed = FeedStats()
-    t_prefill = time.perf_counter()
+    clock.prefill = time.perf_counter()
     logits = cache.feed(cache.begin(job.session_id, ids, feed), feed)
-    t_first = 0.0
+    generated, reason = _decode(cache, sampler, out, logits, max_new, cancelled, between_tokens, feed, clock)
+    out.close(reason)
+    if reason == FinishReason.LENGTH and generated < job.max_new_tokens:
+        reason = FinishReason.CONTEXT
+    finished = Finished(reason, _stats(clock, len(ids), generated, feed), out.stop_sequence)
+    emit(finished)
+    return finished
+
+
+def _decode(
+    cache: KvCache,
+    sampler: Sampler,
+    out: _TextOut,
+    logits: Logits,
+    max_new: int,
+    cancelled: threading.Event,
+    between_tokens: Callable[[], None] | None,
+    feed: FeedStats,
+    clock: _Clock,
+) -> tuple[int, FinishReason]:
+    """The token loop: (tokens generated, why it ended)."""
+    stop_ids = cache.engine.stop_ids
     generated = 0
-    reason, stop_sequence = "length", ""
-    pending_ids: list[int] = []
     while generated < max_new:
         if cancelled.is_set():
-            reason = "cancelled"
-            break
+            return generated, FinishReason.CANCELLED
         token = sampler.sample(logits)
         if generated == 0:
-            t_first = time.perf_counter()
-        if token in engine.stop_ids:
-            reason = "stop"
-            break
+            clock.first_token = time.perf_counter()
+        if token in stop_ids:
+            return generated, FinishReason.STOP
         generated += 1
         sampler.observe(token)
-        pending_ids.append(token)
-        result = stops.push(text.push(engine.token_bytes(token)))
-        if result.text or result.stop is not None or not stops.stops:
-            emit(Delta(result.text, tuple(pending_ids)))
-            pending_ids = []
-        if result.stop is not None:
-            reason, stop_sequence = "stop", result.stop
-            break
+        if out.push(token):
+            return generated, FinishReason.STOP
         if generated >= max_new:
             break
         if between_tokens is not None:
@@ -139,31 +203,24 @@ def run_generation(
         try:
             logits = cache.step(token, feed)
         except ContextFull:
-            reason = "context"
-            break
-    if reason != "stop" or not stop_sequence:
-        tail = stops.push(text.flush()).text + stops.flush() if reason != "cancelled" else ""
-        if tail or pending_ids:
-            emit(Delta(tail, tuple(pending_ids)))
-    if not t_first:
-        t_first = time.perf_counter()
-    if reason == "length" and generated < job.max_new_tokens:
-        reason = "context"
+            return generated, FinishReason.CONTEXT
+    return generated, FinishReason.LENGTH
+
+
+def _stats(clock: _Clock, prompt_tokens: int, generated: int, feed: FeedStats) -> Stats:
     done = time.perf_counter()
+    first = clock.first_token or done
     prefill_done = feed.prefilled + feed.recomputed
-    prefill_s = max(t_first - t_prefill, 1e-9)
-    decode_s = done - t_first
-    stats = Stats(
-        prompt_tokens=len(ids),
+    prefill_s = max(first - clock.prefill, 1e-9)
+    decode_s = done - first
+    return Stats(
+        prompt_tokens=prompt_tokens,
         completion_tokens=generated,
-        ttft_ms=(t_first - job.received_at) * 1000,
+        ttft_ms=(first - clock.received) * 1000,
         prefill_tokens_per_second=prefill_done / prefill_s if prefill_done else 0.0,
         decode_tokens_per_second=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
         prefilled_tokens=feed.prefilled,
         evicted_tokens=feed.evicted,
-        queue_ms=(started - job.received_at) * 1000,
-        total_ms=(done - job.received_at) * 1000,
+        queue_ms=(clock.started - clock.received) * 1000,
+        total_ms=(done - clock.received) * 1000,
     )
-    finished = Finished(reason, stats, stop_sequence)
-    emit(finished)
-    return finished

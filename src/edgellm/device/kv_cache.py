@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgellm.common.logs import get_logger
-from edgellm.device.engine import Logits, MnnEngine, last_row
-from edgellm.device.kv_window import WindowPolicy, eviction_range, system_prompt_length
+from edgellm.device.engine.base import Engine, Logits, last_row
+from edgellm.device.kv_window import KvMethod, WindowPolicy, eviction_range, system_prompt_length
 
 log = get_logger(__name__)
 
@@ -34,7 +34,7 @@ class FeedStats:
 class KvCache:
     """Drives the engine's cache for generation with a window policy and session reuse."""
 
-    engine: MnnEngine
+    engine: Engine
     policy: WindowPolicy
     turn_start: int | None = None  # e.g. <|im_start|>: message boundaries for eviction
     turn_end: int | None = None
@@ -90,7 +90,7 @@ class KvCache:
 
     def _feed(self, ids: Sequence[int], stats: FeedStats, score: bool) -> Logits:
         if not ids:
-            raise ValueError("nothing to feed")
+            raise ValueError("nothing to feed")  # an internal error: begin() always leaves a token
         pos = 0
         rows: list[Logits] = []
         while pos < len(ids):
@@ -155,15 +155,17 @@ class KvCache:
             evicted = end - begin
             stats.evicted += evicted
             self.evicted_total += evicted
-            if self.policy.method == "erase" and engine.position + 1 < engine.context_length:
+            if self.policy.method == KvMethod.ERASE and engine.position + 1 < engine.context_length:
                 engine.erase(begin, end)
                 return
-            kept = engine.history[:begin] + engine.history[end:]
+            kept = [*engine.history[:begin], *engine.history[end:]]
         else:
             kept = list(engine.history)
         # Re-prefill: compact positions (the "reprefill" method, or a re-base under "erase").
         stats.recomputed += len(kept)
-        engine.rebuild(kept)
+        engine.reset()
+        if kept:
+            engine.prefill(kept)
 
 
 class ContextFull(Exception):

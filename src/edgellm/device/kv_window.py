@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from edgellm.common.errors import InvalidArgument
 
-METHODS = ("erase", "reprefill")
+
+class KvMethod(StrEnum):
+    """How the window slides: erase in place (positions kept) or re-prefill the kept tokens."""
+
+    ERASE = "erase"
+    REPREFILL = "reprefill"
+
+
+METHODS = tuple(m.value for m in KvMethod)
 
 
 @dataclass(frozen=True)
@@ -28,7 +37,7 @@ class WindowPolicy:
     window: int = 0
     n_keep: int = 4
     chunk: int = 0
-    method: str = "erase"
+    method: KvMethod = KvMethod.ERASE
     tiers: tuple[int, ...] = ()  # KV budgets below the window, smallest first (e.g. 512, 2048)
 
     @property
@@ -79,7 +88,7 @@ def system_prompt_length(tokens: Sequence[int], turn_start: int, turn_end: int) 
         end = list(tokens).index(turn_end)
     except ValueError:
         return 0
-    # Include the newline the template writes after the end marker when present.
+    # Up to and including the end marker; the newline the template writes after it is not protected.
     return end + 1
 
 

@@ -135,107 +135,99 @@ class PushReceiver:
         store.reserve(manifest, status)
         store.begin(manifest)
         log.info("push_started", artifact_id=manifest.artifact_id[:12], missing=status.missing_bytes)
-        io = ThreadPoolExecutor(1, thread_name_prefix="push-io")
-        batch: list[tuple[_Part, memoryview, int]] = []
-        batch_bytes = 0
-        writing: Future[None] | None = None  # the batch on the I/O thread
-        parts: dict[str, _Part] = {}
-        received = skipped = 0
-        loop = asyncio.get_running_loop()
-
-        async def run(fn: Callable[..., Any], *args: Any) -> Any:
-            # Why shield: cancelling a wrapped future cancels a queued job, and a skipped write
-            # would leave a hole that the next push resumes after.
-            return await asyncio.shield(asyncio.wrap_future(io.submit(fn, *args), loop=loop))
-
-        async def flush(wait: bool) -> None:
-            """Wait for the batch being written, hand over the one filling; wait for it too if asked."""
-            nonlocal batch, batch_bytes, writing
-            if writing is not None:
-                done, writing = writing, None
-                await asyncio.shield(asyncio.wrap_future(done, loop=loop))
-            if batch:
-                writing = io.submit(_write_batch, batch)
-                batch, batch_bytes = [], 0
-            if wait and writing is not None:
-                await flush(False)
-
+        session = _PushSession(store, manifest)
         try:
             async for msg in messages:
-                if msg.error:
-                    raise InvalidArgument(msg.error)
-                if not msg.is_chunk:
-                    raise InvalidArgument("only the first message of a push may carry a manifest")
-                path, offset = msg.path, msg.offset
-                data = msg.data  # a view into the received message: written and hashed without a copy
-                entry = manifest.entry(path)
-                n = len(data)
-                if n > MAX_CHUNK_BYTES:
-                    raise InvalidArgument(f"chunk of {n} bytes for {path}; at most {MAX_CHUNK_BYTES}")
-                if offset + n > entry.size:
-                    raise InvalidArgument(
-                        f"chunk {path}@{offset}+{n} runs past the manifest's size {entry.size}"
-                    )
-                if store.blob(entry.sha256).is_file():
-                    skipped += n
-                    continue
-                part = parts.get(entry.sha256)
-                if part is None:
-                    part = parts[entry.sha256] = _Part(store.part(manifest.artifact_id, entry.sha256), entry)
-                    await run(part.open)
-                if offset > part.offset:
-                    raise InvalidArgument(
-                        f"chunk {path}@{offset} leaves a gap: the device has {part.offset} bytes "
-                        "(ask GetArtifactStatus where to resume)"
-                    )
-                if offset < part.offset:
-                    data = data[part.offset - offset :]
-                skipped += n - len(data)
-                if not data:
-                    continue
-                received += len(data)
-                batch.append((part, data, part.offset))
-                batch_bytes += len(data)
-                part.offset += len(data)
-                if part.offset == entry.size:
-                    await flush(wait=True)
-                    await run(self._finish, part)
-                    del parts[entry.sha256]
-                elif batch_bytes >= BATCH_BYTES:
-                    await flush(wait=False)
-            await flush(wait=True)
-            for part in list(parts.values()):  # zero-length files and parts already full
-                if part.offset == part.entry.size:
-                    await run(self._finish, part)
-                    del parts[part.entry.sha256]
-            for f in manifest.files:  # empty files, and parts filled by a push cut off before its check
-                st = store.part(manifest.artifact_id, f.sha256)
-                full = f.size == 0 or (st.is_file() and st.stat().st_size == f.size)
-                if full and not store.blob(f.sha256).is_file():
-                    p = _Part(store.part(manifest.artifact_id, f.sha256), f)
-                    await run(p.open)
-                    await run(self._finish, p)
-            missing = [f for f in manifest.files if not store.blob(f.sha256).is_file()]
-            if missing:
-                gap = sum(st.size - st.have_bytes for st in store.status(manifest).files if not st.complete)
-                raise FailedPrecondition(
-                    f"push ended with {len(missing)} of {len(manifest.files)} files incomplete "
-                    f"({gap} bytes missing, e.g. {missing[0].path}); push again to resume"
-                )
-            art = await loop.run_in_executor(io, store.install, manifest)
-            log.info("push_installed", artifact_id=manifest.artifact_id[:12], received=received)
-            return PushResult(art, received, skipped)
+                await session.accept_chunk(msg)
+            return await session.finish()
         finally:
-            # Why wait here even when cancelled: the next push of this artifact must see every
-            # byte this one accepted on disk, or it would resume from a wrong offset.
-            # A failed batch stops the ones after it at their offset check, so no hole is written.
-            if batch:
-                io.submit(_write_batch, batch)
-            for part in parts.values():
-                io.submit(part.close)
-            io.shutdown(wait=True)
+            session.close()
 
-    def _finish(self, part: _Part) -> None:
+
+class _PushSession:
+    """One push after its manifest: files being written, the batch filling, the batch on the I/O thread."""
+
+    def __init__(self, store: ArtifactStore, manifest: PushManifest) -> None:
+        self.store = store
+        self.manifest = manifest
+        self.io = ThreadPoolExecutor(1, thread_name_prefix="push-io")
+        self.loop = asyncio.get_running_loop()
+        self.parts: dict[str, _Part] = {}  # by sha256: files with bytes still to come
+        self.batch: list[tuple[_Part, memoryview, int]] = []
+        self.batch_bytes = 0
+        self.writing: Future[None] | None = None  # the batch on the I/O thread
+        self.received = 0
+        self.skipped = 0
+
+    # -- per message ---------------------------------------------------------------------------------
+    async def accept_chunk(self, msg: PushMessage) -> None:
+        """Check one chunk against the manifest and what is on disk; queue its new bytes."""
+        if msg.error:
+            raise InvalidArgument(msg.error)
+        if not msg.is_chunk:
+            raise InvalidArgument("only the first message of a push may carry a manifest")
+        data = msg.data  # a view into the received message: written and hashed without a copy
+        entry = self._entry(msg.path, msg.offset, len(data))
+        if self.store.blob(entry.sha256).is_file():
+            self.skipped += len(data)
+            return
+        part = await self._part(entry)
+        if msg.offset > part.offset:
+            raise InvalidArgument(
+                f"chunk {msg.path}@{msg.offset} leaves a gap: the device has {part.offset} bytes "
+                "(ask GetArtifactStatus where to resume)"
+            )
+        new = data[part.offset - msg.offset :]  # a resent prefix is skipped
+        self.skipped += len(data) - len(new)
+        if new:
+            self._queue(part, new)
+            if part.offset == entry.size:
+                await self.flush(wait=True)
+                await self._run(self._verify, part)
+                del self.parts[entry.sha256]
+            elif self.batch_bytes >= BATCH_BYTES:
+                await self.flush(wait=False)
+
+    def _entry(self, path: str, offset: int, n: int) -> FileEntry:
+        entry = self.manifest.entry(path)
+        if n > MAX_CHUNK_BYTES:
+            raise InvalidArgument(f"chunk of {n} bytes for {path}; at most {MAX_CHUNK_BYTES}")
+        if offset + n > entry.size:
+            raise InvalidArgument(f"chunk {path}@{offset}+{n} runs past the manifest's size {entry.size}")
+        return entry
+
+    async def _part(self, entry: FileEntry) -> _Part:
+        part = self.parts.get(entry.sha256)
+        if part is None:
+            path = self.store.part(self.manifest.artifact_id, entry.sha256)
+            part = self.parts[entry.sha256] = _Part(path, entry)
+            await self._run(part.open)
+        return part
+
+    def _queue(self, part: _Part, data: memoryview) -> None:
+        self.received += len(data)
+        self.batch.append((part, data, part.offset))
+        self.batch_bytes += len(data)
+        part.offset += len(data)
+
+    # -- I/O thread ----------------------------------------------------------------------------------
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # Why shield: cancelling a wrapped future cancels a queued job, and a skipped write
+        # would leave a hole that the next push resumes after.
+        return await asyncio.shield(asyncio.wrap_future(self.io.submit(fn, *args), loop=self.loop))
+
+    async def flush(self, wait: bool) -> None:
+        """Wait for the batch being written, hand over the one filling; wait for it too if asked."""
+        if self.writing is not None:
+            done, self.writing = self.writing, None
+            await asyncio.shield(asyncio.wrap_future(done, loop=self.loop))
+        if self.batch:
+            self.writing = self.io.submit(_write_batch, self.batch)
+            self.batch, self.batch_bytes = [], 0
+        if wait and self.writing is not None:
+            await self.flush(False)
+
+    def _verify(self, part: _Part) -> None:
         """Close a complete file, check its sha256, move it to the blobs or discard it (I/O thread)."""
         part.close()
         digest = part.hash.hexdigest()
@@ -246,6 +238,50 @@ class PushReceiver:
                 f"got {digest[:16]}...); its bytes were discarded, push again to resend that file"
             )
         self.store.commit_blob(part.path, part.entry.sha256)
+
+    # -- end of stream -------------------------------------------------------------------------------
+    async def finish(self) -> PushResult:
+        """The stream ended: write what is left, verify every complete file, install if all are there."""
+        await self.flush(wait=True)
+        for part in list(self.parts.values()):  # zero-length files and parts already full
+            if part.offset == part.entry.size:
+                await self._run(self._verify, part)
+                del self.parts[part.entry.sha256]
+        await self._verify_staged()
+        store, manifest = self.store, self.manifest
+        missing = [f for f in manifest.files if not store.blob(f.sha256).is_file()]
+        if missing:
+            gap = sum(st.size - st.have_bytes for st in store.status(manifest).files if not st.complete)
+            raise FailedPrecondition(
+                f"push ended with {len(missing)} of {len(manifest.files)} files incomplete "
+                f"({gap} bytes missing, e.g. {missing[0].path}); push again to resume"
+            )
+        art = await self.loop.run_in_executor(self.io, store.install, manifest)
+        log.info("push_installed", artifact_id=manifest.artifact_id[:12], received=self.received)
+        return PushResult(art, self.received, self.skipped)
+
+    async def _verify_staged(self) -> None:
+        """Empty files, and files a push cut off before its check left complete in staging."""
+        for f in self.manifest.files:
+            staged = self.store.part(self.manifest.artifact_id, f.sha256)
+            full = f.size == 0 or (staged.is_file() and staged.stat().st_size == f.size)
+            if full and not self.store.blob(f.sha256).is_file():
+                part = _Part(staged, f)
+                await self._run(part.open)
+                await self._run(self._verify, part)
+
+    def close(self) -> None:
+        """Leave every accepted byte on disk and stop the I/O thread, even when the push failed.
+
+        Why wait here even when cancelled: the next push of this artifact must see every byte this
+        one accepted on disk, or it would resume from a wrong offset. A failed batch stops the ones
+        after it at their offset check, so no hole is written.
+        """
+        if self.batch:
+            self.io.submit(_write_batch, self.batch)
+        for part in self.parts.values():
+            self.io.submit(part.close)
+        self.io.shutdown(wait=True)
 
 
 def _write_batch(batch: list[tuple[_Part, memoryview, int]]) -> None:

@@ -2,12 +2,14 @@
 
 MNN is not thread-safe, and `forward` releases the GIL, so a dedicated thread keeps the
 asyncio event loop free while the engine computes. Events cross back with
-`loop.call_soon_threadsafe`.
+`loop.call_soon_threadsafe`. Threads do not inherit contextvars, so every job carries a copy of
+its caller's context (the RPC's `rpc` and `request_id` log fields) and runs inside it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -16,9 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from edgellm.common.errors import ResourceExhausted, Unavailable
-from edgellm.common.logs import get_logger
-
-log = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -35,6 +34,7 @@ class Ticket:
     run: Callable[[Ticket], None]
     loop: asyncio.AbstractEventLoop
     events: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)  # the caller's
     cancelled: threading.Event = field(default_factory=threading.Event)
     # Set when the RPC came back for the next event, i.e. the previous one was handed to gRPC.
     delivered: threading.Event = field(default_factory=threading.Event)
@@ -77,7 +77,7 @@ class EngineWorker:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._jobs: deque[Ticket] = deque()
-        self._control: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._control: deque[tuple[Callable[[], Any], Future[Any], contextvars.Context]] = deque()
         self._cv = threading.Condition()
         self._stopping = False
         self.active: Ticket | None = None
@@ -118,7 +118,7 @@ class EngineWorker:
         with self._cv:
             if self._stopping:
                 raise Unavailable("the daemon is shutting down")
-            self._control.append((fn, fut))
+            self._control.append((fn, fut, contextvars.copy_context()))
             self._cv.notify()
         return fut
 
@@ -139,7 +139,7 @@ class EngineWorker:
                 while not (self._jobs or self._control or self._stopping):
                     self._cv.wait()
                 if self._control:
-                    fn, fut = self._control.popleft()
+                    fn, fut, ctx = self._control.popleft()
                     ticket = None
                 elif self._jobs:
                     ticket = self._jobs.popleft()
@@ -149,14 +149,14 @@ class EngineWorker:
             if ticket is None:
                 if fut.set_running_or_notify_cancel():
                     try:
-                        fut.set_result(fn())
+                        fut.set_result(ctx.run(fn))
                     except BaseException as exc:  # noqa: BLE001 - handed to the caller's future
                         fut.set_exception(exc)
                 continue
             try:
                 if ticket.cancelled.is_set():
                     continue
-                ticket.run(ticket)
+                ticket.context.run(ticket.run, ticket)
             except BaseException as exc:  # noqa: BLE001 - handed to the RPC, which maps it
                 ticket.emit(exc)
             finally:
@@ -166,5 +166,5 @@ class EngineWorker:
                     self._tickets.pop(ticket.request_id, None)
         # Drain whatever control tasks raced the stop.
         while self._control:
-            _, fut = self._control.popleft()
+            _, fut, _ = self._control.popleft()
             fut.set_exception(Unavailable("the daemon is shutting down"))

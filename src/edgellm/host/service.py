@@ -18,7 +18,7 @@ from edgellm.common.logs import get_logger
 from edgellm.common.paths import cache_dir
 from edgellm.common.targets import resolve_target
 from edgellm.device.artifact import open_artifact
-from edgellm.device.service import artifact_info
+from edgellm.device.rpc.wire import artifact_info
 from edgellm.host.deploy_job import deploy
 from edgellm.host.job_rpcs import JobRpcs
 from edgellm.host.jobs import JobManager

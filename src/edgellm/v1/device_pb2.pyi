@@ -20,6 +20,28 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _Speculation:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SpeculationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Speculation.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SPECULATION_UNSPECIFIED: _Speculation.ValueType  # 0
+    """same as AUTO"""
+    SPECULATION_AUTO: _Speculation.ValueType  # 1
+    """draft where it pays, adapting the draft length"""
+    SPECULATION_OFF: _Speculation.ValueType  # 2
+
+class Speculation(_Speculation, metaclass=_SpeculationEnumTypeWrapper):
+    """Speculative decoding (drafts verified in one multi-token forward; the output is unchanged)."""
+
+SPECULATION_UNSPECIFIED: Speculation.ValueType  # 0
+"""same as AUTO"""
+SPECULATION_AUTO: Speculation.ValueType  # 1
+"""draft where it pays, adapting the draft length"""
+SPECULATION_OFF: Speculation.ValueType  # 2
+Global___Speculation: _TypeAlias = Speculation  # noqa: Y015
+
 class _FinishReason:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -158,6 +180,8 @@ class GenerateRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     KV_WINDOW_FIELD_NUMBER: _builtins.int
     N_KEEP_FIELD_NUMBER: _builtins.int
+    CONSTRAINT_FIELD_NUMBER: _builtins.int
+    SPECULATION_FIELD_NUMBER: _builtins.int
     prompt: _builtins.str
     """raw text, no template applied"""
     max_new_tokens: _builtins.int
@@ -170,6 +194,8 @@ class GenerateRequest(_message.Message):
     kv_window: _builtins.int
     """per-request window; 0 = daemon setting"""
     n_keep: _builtins.int
+    speculation: Global___Speculation.ValueType
+    """UNSPECIFIED = AUTO"""
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]:
         """chat; template applied on the device"""
@@ -178,6 +204,10 @@ class GenerateRequest(_message.Message):
     def sampling(self) -> Global___SamplingParams: ...
     @_builtins.property
     def stop(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def constraint(self) -> Global___OutputConstraint:
+        """unset = free text"""
+
     def __init__(
         self,
         *,
@@ -191,14 +221,52 @@ class GenerateRequest(_message.Message):
         request_id: _builtins.str = ...,
         kv_window: _builtins.int = ...,
         n_keep: _builtins.int = ...,
+        constraint: Global___OutputConstraint | None = ...,
+        speculation: Global___Speculation.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["sampling", b"sampling"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["constraint", b"constraint", "sampling", b"sampling"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kv_window", b"kv_window", "max_new_tokens", b"max_new_tokens", "messages", b"messages", "model", b"model", "n_keep", b"n_keep", "prompt", b"prompt", "request_id", b"request_id", "sampling", b"sampling", "session_id", b"session_id", "stop", b"stop"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["constraint", b"constraint", "kv_window", b"kv_window", "max_new_tokens", b"max_new_tokens", "messages", b"messages", "model", b"model", "n_keep", b"n_keep", "prompt", b"prompt", "request_id", b"request_id", "sampling", b"sampling", "session_id", b"session_id", "speculation", b"speculation", "stop", b"stop"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GenerateRequest: _TypeAlias = GenerateRequest  # noqa: Y015
+
+@_typing.final
+class OutputConstraint(_message.Message):
+    """Constrains the generated text: each step's logits are masked to what the constraint allows."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JSON_SCHEMA_FIELD_NUMBER: _builtins.int
+    JSON_OBJECT_FIELD_NUMBER: _builtins.int
+    REGEX_FIELD_NUMBER: _builtins.int
+    LARK_GRAMMAR_FIELD_NUMBER: _builtins.int
+    json_schema: _builtins.str
+    """a JSON Schema document (JSON text)"""
+    json_object: _builtins.bool
+    """any JSON object"""
+    regex: _builtins.str
+    """the whole output matches this regular expression"""
+    lark_grammar: _builtins.str
+    """a grammar in llguidance's Lark syntax"""
+    def __init__(
+        self,
+        *,
+        json_schema: _builtins.str = ...,
+        json_object: _builtins.bool = ...,
+        regex: _builtins.str = ...,
+        lark_grammar: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["json_object", b"json_object", "json_schema", b"json_schema", "kind", b"kind", "lark_grammar", b"lark_grammar", "regex", b"regex"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["json_object", b"json_object", "json_schema", b"json_schema", "kind", b"kind", "lark_grammar", b"lark_grammar", "regex", b"regex"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["json_schema", "json_object", "regex", "lark_grammar"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___OutputConstraint: _TypeAlias = OutputConstraint  # noqa: Y015
 
 @_typing.final
 class GenerateStats(_message.Message):
@@ -213,6 +281,8 @@ class GenerateStats(_message.Message):
     EVICTED_TOKENS_FIELD_NUMBER: _builtins.int
     QUEUE_MS_FIELD_NUMBER: _builtins.int
     TOTAL_MS_FIELD_NUMBER: _builtins.int
+    DRAFT_TOKENS_FIELD_NUMBER: _builtins.int
+    ACCEPTED_DRAFT_TOKENS_FIELD_NUMBER: _builtins.int
     prompt_tokens: _builtins.int
     completion_tokens: _builtins.int
     ttft_ms: _builtins.float
@@ -224,6 +294,10 @@ class GenerateStats(_message.Message):
     queue_ms: _builtins.float
     """time spent waiting for the engine"""
     total_ms: _builtins.float
+    draft_tokens: _builtins.int
+    """speculative tokens proposed"""
+    accepted_draft_tokens: _builtins.int
+    """of which the sampler accepted"""
     def __init__(
         self,
         *,
@@ -236,10 +310,12 @@ class GenerateStats(_message.Message):
         evicted_tokens: _builtins.int = ...,
         queue_ms: _builtins.float = ...,
         total_ms: _builtins.float = ...,
+        draft_tokens: _builtins.int = ...,
+        accepted_draft_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completion_tokens", b"completion_tokens", "decode_tokens_per_second", b"decode_tokens_per_second", "evicted_tokens", b"evicted_tokens", "prefill_tokens_per_second", b"prefill_tokens_per_second", "prefilled_tokens", b"prefilled_tokens", "prompt_tokens", b"prompt_tokens", "queue_ms", b"queue_ms", "total_ms", b"total_ms", "ttft_ms", b"ttft_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_draft_tokens", b"accepted_draft_tokens", "completion_tokens", b"completion_tokens", "decode_tokens_per_second", b"decode_tokens_per_second", "draft_tokens", b"draft_tokens", "evicted_tokens", b"evicted_tokens", "prefill_tokens_per_second", b"prefill_tokens_per_second", "prefilled_tokens", b"prefilled_tokens", "prompt_tokens", b"prompt_tokens", "queue_ms", b"queue_ms", "total_ms", b"total_ms", "ttft_ms", b"ttft_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -3,8 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+from edgellm.common.errors import InvalidArgument
 
 POWER_MODES = ("high", "normal", "low")
+
+
+class GovernorPolicy(StrEnum):
+    """Who picks the actuation: the thermal controller, nobody (fastest rung), or the user (pinned)."""
+
+    THERMAL = "thermal"
+    OFF = "off"
+    PINNED = "pinned"
+
+    @classmethod
+    def parse(cls, text: str) -> GovernorPolicy:
+        """The policy named `text`, or InvalidArgument listing the choices."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(p.value for p in cls)
+            raise InvalidArgument(f"governor_policy must be one of {choices}, not {text!r}") from None
 
 
 @dataclass(frozen=True)

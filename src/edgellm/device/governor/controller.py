@@ -11,14 +11,14 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from edgellm.device.governor.actuation import Actuation
+from edgellm.device.governor.actuation import Actuation, GovernorPolicy
 
 
 @dataclass(frozen=True)
 class GovernorConfig:
     """Controller settings; the defaults are used unchanged on every phone profile."""
 
-    policy: str = "thermal"  # thermal | off (fastest rung, no pacing) | pinned (hold one actuation)
+    policy: GovernorPolicy = GovernorPolicy.THERMAL  # off: fastest rung, no pacing; pinned: hold one
     setpoint_c: float | None = None  # None: lowest skin trip point minus margin_c, else fallback_setpoint_c
     margin_c: float = 2.0
     fallback_setpoint_c: float = 40.0

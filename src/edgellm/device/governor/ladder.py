@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
 from edgellm.device.governor.actuation import Actuation
-
-
-@dataclass(frozen=True)
-class CoreCluster:
-    """A frequency domain as sysfs describes it (related_cpus, cpu_capacity, cpuinfo_max_freq)."""
-
-    cpus: tuple[int, ...]
-    capacity: int
-    max_khz: int
+from edgellm.device.telemetry.cpu import CoreCluster
 
 
 def _rank(clusters: Sequence[CoreCluster], allowed: Collection[int]) -> list[tuple[int, ...]]:

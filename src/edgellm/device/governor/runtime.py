@@ -14,7 +14,7 @@ from pathlib import Path
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
-from edgellm.device.governor.actuation import POWER_MODES, Actuation
+from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy
 from edgellm.device.governor.actuators import Actuators
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
 from edgellm.device.governor.ladder import build_ladder
@@ -25,14 +25,28 @@ from edgellm.device.virtual_phone.runtime import VirtualPhoneRuntime
 
 log = get_logger(__name__)
 
-POLICIES = ("thermal", "off", "pinned")
+
+@dataclass(frozen=True)
+class GovernorUpdate:
+    """A remote-control change (UpdateConfig); None leaves a field as it is."""
+
+    policy: GovernorPolicy | None = None
+    setpoint_c: float | None = None
+    pacing_ms: float | None = None
+    power: str | None = None
+    cluster: str | None = None
+
+    @property
+    def pins(self) -> bool:
+        """Whether it pins an actuation (pacing, power or cluster), which switches the policy to pinned."""
+        return self.pacing_ms is not None or self.power is not None or self.cluster is not None
 
 
 @dataclass(frozen=True)
 class GovernorSnapshot:
     """What telemetry and GetStatus show about the governor."""
 
-    policy: str
+    policy: GovernorPolicy
     threads: int
     cluster: str
     power: str
@@ -105,9 +119,9 @@ class GovernorRuntime:
 
     def _apply_policy(self) -> None:
         policy = self.config.policy
-        if policy == "off":
+        if policy == GovernorPolicy.OFF:
             self.actuators.set(None)
-        elif policy == "pinned":
+        elif policy == GovernorPolicy.PINNED:
             self.actuators.set(self._pinned or self.ladder[0])
         else:
             self.actuators.set(self.controller.current)
@@ -144,7 +158,7 @@ class GovernorRuntime:
         reading = self.telemetry.read()
         self.last_reading = reading
         temp = reading.control_c
-        if self.config.policy != "thermal" or temp is None:
+        if self.config.policy != GovernorPolicy.THERMAL or temp is None:
             return None
         decision = self.controller(temp, now)
         if decision is not None:
@@ -164,60 +178,46 @@ class GovernorRuntime:
         return decision
 
     # -- remote control ----------------------------------------------------------------------------
-    def validate(
-        self,
-        policy: str | None = None,
-        setpoint_c: float | None = None,
-        pacing_ms: float | None = None,
-        power: str | None = None,
-        cluster: str | None = None,
-    ) -> None:
+    def validate(self, change: GovernorUpdate) -> None:
         """Raise InvalidArgument for any bad field; changes nothing."""
-        if policy is not None and policy not in POLICIES:
-            raise InvalidArgument(f"governor_policy must be one of {', '.join(POLICIES)}, not {policy!r}")
-        if setpoint_c is not None and not 20.0 <= setpoint_c <= 90.0:
-            raise InvalidArgument(f"setpoint_c must be within 20..90 °C, not {setpoint_c}")
-        if pacing_ms is not None and not 0.0 <= pacing_ms <= 1000.0:
-            raise InvalidArgument(f"pacing_ms must be within 0..1000, not {pacing_ms}")
-        if power is not None and power not in POWER_MODES:
-            raise InvalidArgument(f"power must be one of {', '.join(POWER_MODES)}, not {power!r}")
+        if change.setpoint_c is not None and not 20.0 <= change.setpoint_c <= 90.0:
+            raise InvalidArgument(f"setpoint_c must be within 20..90 °C, not {change.setpoint_c}")
+        if change.pacing_ms is not None and not 0.0 <= change.pacing_ms <= 1000.0:
+            raise InvalidArgument(f"pacing_ms must be within 0..1000, not {change.pacing_ms}")
+        if change.power is not None and change.power not in POWER_MODES:
+            raise InvalidArgument(f"power must be one of {', '.join(POWER_MODES)}, not {change.power!r}")
         labels = [r.label for r in self.ladder]
-        if cluster is not None and cluster not in labels:
-            raise InvalidArgument(f"cluster must be one of {', '.join(labels)}, not {cluster!r}")
+        if change.cluster is not None and change.cluster not in labels:
+            raise InvalidArgument(f"cluster must be one of {', '.join(labels)}, not {change.cluster!r}")
 
-    def update(
-        self,
-        policy: str | None = None,
-        setpoint_c: float | None = None,
-        pacing_ms: float | None = None,
-        power: str | None = None,
-        cluster: str | None = None,
-    ) -> None:
+    def update(self, change: GovernorUpdate) -> None:
         """Change policy/setpoint or pin actuators (pinning switches the policy to `pinned`)."""
-        self.validate(policy, setpoint_c, pacing_ms, power, cluster)
-        labels = {r.label: r for r in self.ladder}
-        pin = pacing_ms is not None or power is not None or cluster is not None
-        if setpoint_c is not None:
-            self.config = replace(self.config, setpoint_c=setpoint_c)
-        if policy is not None:
-            self.config = replace(self.config, policy=policy)
-        elif pin:
-            self.config = replace(self.config, policy="pinned")
-        if pin:
-            base = self._pinned or self.actuators.current or self.ladder[0]
-            if cluster is not None:
-                base = replace(labels[cluster], pacing_ms=base.pacing_ms, power=base.power)
-            self._pinned = replace(
-                base,
-                pacing_ms=pacing_ms if pacing_ms is not None else base.pacing_ms,
-                power=power if power is not None else base.power,
-                duty=1.0,
-            )
-        if setpoint_c is not None or policy is not None:
+        self.validate(change)
+        if change.setpoint_c is not None:
+            self.config = replace(self.config, setpoint_c=change.setpoint_c)
+        if change.policy is not None:
+            self.config = replace(self.config, policy=change.policy)
+        elif change.pins:
+            self.config = replace(self.config, policy=GovernorPolicy.PINNED)
+        if change.pins:
+            self._pinned = self._pin(change)
+        if change.setpoint_c is not None or change.policy is not None:
             self._build()
         else:
             self._apply_policy()
-        log.info("governor_update", policy=self.config.policy, setpoint_c=self.setpoint_c, pinned=pin)
+        log.info("governor_update", policy=self.config.policy, setpoint_c=self.setpoint_c, pinned=change.pins)
+
+    def _pin(self, change: GovernorUpdate) -> Actuation:
+        base = self._pinned or self.actuators.current or self.ladder[0]
+        if change.cluster is not None:
+            rung = next(r for r in self.ladder if r.label == change.cluster)
+            base = replace(rung, pacing_ms=base.pacing_ms, power=base.power)
+        return replace(
+            base,
+            pacing_ms=change.pacing_ms if change.pacing_ms is not None else base.pacing_ms,
+            power=change.power if change.power is not None else base.power,
+            duty=1.0,
+        )
 
     def set_threads(self, threads: int) -> None:
         """Rebuild the ladder after the engine was reloaded with a new thread count."""

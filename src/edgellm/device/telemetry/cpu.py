@@ -8,10 +8,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgellm.common.logs import get_logger
-from edgellm.device.governor.ladder import CoreCluster
 from edgellm.device.telemetry.sysfs import parse_cpu_list, read_int, read_text
 
 log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class CoreCluster:
+    """A frequency domain as sysfs describes it (related_cpus, cpu_capacity, cpuinfo_max_freq)."""
+
+    cpus: tuple[int, ...]
+    capacity: int
+    max_khz: int
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
-from edgellm.device.governor.ladder import CoreCluster, build_ladder
+from edgellm.device.governor.ladder import build_ladder
+from edgellm.device.telemetry.cpu import CoreCluster
 from edgellm.device.virtual_phone.plant import ThermalPlant
 from edgellm.device.virtual_phone.profile import PhoneProfile
 

@@ -117,9 +117,9 @@ def _logits(output: Any, rows: int) -> np.ndarray:
 
 def mnn_scores(artifact_dir: Path, ids: list[int], prompts_ids: list[list[int]]) -> MnnScores:
     """Score ``ids`` with one prefill (all logits) and token by token (decode path)."""
-    import MNN.llm as mnn_llm
+    from edgellm.common.mnn import import_mnn_llm
 
-    model = mnn_llm.create(str(artifact_dir / "config.json"))
+    model = import_mnn_llm().create(str(artifact_dir / "config.json"))
     # all_logits makes forward() return [1, T, V] instead of only the last position; set
     # it before load() (toggling it later re-clones the module).
     model.set_config({"all_logits": True})

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgellm.common.errors import InvalidArgument
 from edgellm.common.paths import data_dir
 from edgellm.host.evaluate.metrics import Accumulator, log_softmax
 from edgellm.host.evaluate.scorers import Scorer
@@ -36,7 +37,7 @@ class EvalConfig:
 def take_tokens(ids: list[int], n: int) -> list[int]:
     """The first ``n`` ids, refusing a text that is too short."""
     if len(ids) < n:
-        raise ValueError(f"text yields only {len(ids)} tokens, need {n}")
+        raise InvalidArgument(f"text yields only {len(ids)} tokens, need {n}")
     return ids[:n]
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from edgellm.common.mnn import import_mnn_llm
 
 
 class Scorer(Protocol):
@@ -64,25 +64,6 @@ class MnnScorer:
     def tokenize(self, text: str) -> list[int]:
         """The artifact's own tokenizer."""
         return list(self.llm.tokenizer_encode(text))
-
-
-def import_mnn_llm() -> Any:
-    """``MNN.llm``, imported with C-level stdout sent to stderr.
-
-    Why: the mnn 3.6.1 wheel prints "The device supports: ..." to fd 1 when it loads, which
-    would corrupt ``--json`` output on stdout.
-    """
-    if "MNN.llm" in sys.modules:
-        return sys.modules["MNN.llm"]
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        import MNN.llm as mnn_llm
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    return mnn_llm
 
 
 def artifact_config(artifact: Path) -> dict[str, Any]:

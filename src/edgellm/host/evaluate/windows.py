@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edgellm.common.errors import InvalidArgument
+
 
 @dataclass(frozen=True)
 class Window:
@@ -17,9 +19,9 @@ class Window:
 def windows(n_tokens: int, context: int, stride: int) -> list[Window]:
     """Windows of ``context`` tokens every ``stride``; every token after the first is scored once."""
     if not 0 < stride <= context:
-        raise ValueError(f"need 0 < stride ({stride}) <= context ({context})")
+        raise InvalidArgument(f"need 0 < stride ({stride}) <= context ({context})")
     if n_tokens < 2:
-        raise ValueError("need at least 2 tokens")
+        raise InvalidArgument("need at least 2 tokens")
     out = []
     scored_to = 1  # token 0 is never a target
     begin = 0

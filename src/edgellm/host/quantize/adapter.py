@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from edgellm.common.errors import InvalidArgument
+
 
 @dataclass(frozen=True)
 class ScaleGroup:
@@ -84,5 +86,7 @@ def adapter_for(model: nn.Module) -> DecoderAdapter:
     """The adapter registered for the model's ``config.model_type``."""
     kind = getattr(getattr(model, "config", None), "model_type", None)
     if kind not in ADAPTERS:
-        raise ValueError(f"no quantization adapter for model type {kind!r}; supported: {sorted(ADAPTERS)}")
+        raise InvalidArgument(
+            f"no quantization adapter for model type {kind!r}; supported: {sorted(ADAPTERS)}"
+        )
     return ADAPTERS[str(kind)]()

@@ -12,9 +12,11 @@ from edgellm.common.allocator import tune_for_streaming
 from edgellm.common.logs import get_logger
 from edgellm.common.server import Health, bind_and_start, new_server, until_signalled
 from edgellm.device.config import DaemonConfig
-from edgellm.device.core import DaemonCore
-from edgellm.device.handlers import add_device_service
-from edgellm.device.service import DeviceDaemonService
+from edgellm.device.core.daemon import DaemonCore
+from edgellm.device.core.models import EngineFactory
+from edgellm.device.engine.mnn import MnnEngine
+from edgellm.device.rpc.registration import add_device_service
+from edgellm.device.rpc.service import DeviceDaemonService
 from edgellm.v1 import device_pb2
 
 log = get_logger(__name__)
@@ -41,18 +43,21 @@ class RunningDaemon:
         await self.core.close()
 
 
-async def start_server(config: DaemonConfig) -> RunningDaemon:
-    """Bind, register services, start serving; load config.model if given."""
+async def start_server(config: DaemonConfig, engine_factory: EngineFactory = MnnEngine) -> RunningDaemon:
+    """Bind, register services, start serving; load config.model if given.
+
+    `engine_factory` builds the engine for each load: MNN in the product, a fake in RPC tests.
+    """
     tune_for_streaming()  # pushes arrive as 1 MiB messages (src/edgellm/common/allocator.py)
     server = new_server(config.host, config.auth_token, MAX_MESSAGE_BYTES)
-    core = DaemonCore(config)
+    core = DaemonCore(config, engine_factory)
     service = DeviceDaemonService(core)
     add_device_service(service, server)
     health_state = Health(server, SERVICE_NAME)
     health_state.set(False)  # NOT_SERVING until a model is loaded
     core.on_model_change(health_state.set)
     port = await bind_and_start(server, config.host, config.port)
-    core.governor.start()
+    core.start()
     log.info("daemon_listening", host=config.host, port=port)
     running = RunningDaemon(server, core, health_state.servicer, port)
     if config.model is not None:

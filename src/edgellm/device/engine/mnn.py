@@ -4,67 +4,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from edgellm.common.errors import FailedPrecondition, Unavailable
+from edgellm.common.errors import FailedPrecondition
 from edgellm.common.logs import get_logger
 from edgellm.common.token_table import TokenTable
 from edgellm.device.artifact import Artifact
+from edgellm.device.engine.base import Logits, last_row
+from edgellm.device.engine.config import EngineConfig
+from edgellm.device.engine.mnn_llm import MnnLlm
 
 log = get_logger(__name__)
 
-Logits = npt.NDArray[np.float32]
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Runtime settings applied when the model loads."""
-
-    threads: int = 2
-    precision: str = "low"  # MNN: low = fp16/bf16 compute where the CPU has it
-    power: str = "normal"  # MNN: high = big cores, low = little cores
-    memory: str = "low"  # MNN: low = keep weights quantized, quantize activations at run time
-    # MNN dynamic_option 2: quantize activations per block (the weight block) instead of per
-    # channel; on SmolLM2 INT4 b32 it moves the first answer token back to torch's (docs/engine.md).
-    dynamic_option: int = 2
-    attention_mode: int = 8  # 8 = flash attention, fp KV; 9 = INT8 K; 10 = INT8 K and V
-    use_mmap: bool = False
-    all_logits: bool = False  # prefill returns every position's logits (for scoring text)
-
-    def mnn_overrides(self) -> dict[str, object]:
-        """The MNN config keys this config sets (all read once, inside load())."""
-        return {
-            "thread_num": self.threads,
-            "precision": self.precision,
-            "power": self.power,
-            "memory": self.memory,
-            "dynamic_option": self.dynamic_option,
-            "attention_mode": self.attention_mode,
-            "use_mmap": self.use_mmap,
-            "all_logits": self.all_logits,
-            "backend_type": "cpu",
-        }
-
-
-def last_row(rows: Logits) -> Logits:
-    """The last position's logits from a [rows, vocab] array."""
-    row: Logits = rows[-1]
-    return row
-
 
 class MnnEngine:
-    """One MNN LLM. Not thread-safe: only the worker thread calls it after load()."""
+    """One MNN LLM (implements `edgellm.device.engine.base.Engine`). Not thread-safe."""
 
     def __init__(self, artifact: Artifact, config: EngineConfig) -> None:
         self.artifact = artifact
         self.config = config
-        self.tokens = TokenTable(artifact.token_table)
+        try:
+            self.tokens = TokenTable(artifact.token_table)
+        except ValueError as err:  # a damaged artifact, not a bad request and not a daemon bug
+            raise FailedPrecondition(f"artifact {artifact.path} is damaged: {err}") from err
         self.stop_ids = artifact.stop_token_ids
         self.context_length = artifact.context_length
-        self._llm: object | None = None
+        self._llm: MnnLlm | None = None
         self.history: list[int] = []  # tokens currently in the KV cache (physical order)
         self.position = 0  # RoPE position the next token gets (MNN's all_seq_len)
         self.load_ms = 0.0
@@ -73,17 +39,9 @@ class MnnEngine:
     # -- lifecycle -------------------------------------------------------------------------------
     def load(self) -> None:
         """Create the runtime with our settings (they only apply before load) and load weights."""
-        import MNN.llm as mnn_llm  # device-only dependency, imported where it is used
-
         start = time.perf_counter()
-        llm = mnn_llm.create(str(self.artifact.mnn_config))
         overrides = self.config.mnn_overrides()
-        # Why a dict and why before load(): pymnn 3.6.1's set_config silently ignores a JSON
-        # string (returns True, changes nothing), and MNN reads these keys once in load().
-        llm.set_config(overrides)
-        if llm.load() is False:
-            raise Unavailable(f"MNN failed to load {self.artifact.path}")
-        self._llm = llm
+        self._llm = MnnLlm.open(self.artifact.mnn_config, overrides)
         self.load_ms = (time.perf_counter() - start) * 1000
         log.info(
             "engine_loaded", artifact=str(self.artifact.path), load_ms=round(self.load_ms, 1), **overrides
@@ -119,7 +77,9 @@ class MnnEngine:
         """Whether a runtime is live."""
         return self._llm is not None
 
-    def _require(self) -> object:
+    @property
+    def llm(self) -> MnnLlm:
+        """The live runtime (FailedPrecondition before load or after close)."""
         if self._llm is None:
             raise FailedPrecondition("no model loaded")
         return self._llm
@@ -127,13 +87,11 @@ class MnnEngine:
     # -- text ------------------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
         """Tokenize raw text (no template)."""
-        return [int(t) for t in self._require().tokenizer_encode(text)]  # type: ignore[attr-defined]
+        return self.llm.encode(text)
 
     def apply_chat_template(self, messages: Sequence[tuple[str, str]]) -> str:
         """Render chat messages with the artifact's template, ending with the assistant prompt."""
-        llm = self._require()
-        rendered: str = llm.apply_chat_template([{"role": r, "content": c} for r, c in messages])  # type: ignore[attr-defined]
-        return rendered
+        return self.llm.apply_chat_template(messages)
 
     def token_bytes(self, token: int) -> bytes:
         """Raw bytes of one token."""
@@ -168,26 +126,22 @@ class MnnEngine:
         return last_row(self._forward([token]))
 
     def _forward(self, ids: list[int]) -> Logits:
-        llm = self._require()
-        if len(ids) > 1 and llm.context.gen_seq_len > 0:  # type: ignore[attr-defined]
+        llm = self.llm
+        if len(ids) > 1 and llm.gen_seq_len > 0:
             # Why: MNN counts every forward as generated (gen_seq_len), and a forward of T > 1
             # tokens with gen_seq_len > 0 runs on a module cloned per distinct T and kept for
             # good (~5 MiB each): a session's next turns grew RSS with every new turn length.
             # MNN's own chat resets the counter at the start of each response; so do we.
-            llm.context.update(gen_seq_len=0)  # type: ignore[attr-defined]
-        out = llm.forward(ids)  # type: ignore[attr-defined]
-        if out is None:
-            raise Unavailable("MNN forward failed")
+            llm.set_counters(gen_seq_len=0)
+        logits = llm.forward(ids)
         self.history.extend(ids)
         self.position += len(ids)
-        # Why copy: Var.read() is a view of MNN's output buffer, overwritten by the next forward.
         # Shape: [1, 1, V] normally, [1, T, V] with all_logits → [rows, V].
-        logits: Logits = np.array(out.read(), dtype=np.float32, copy=True)
         return logits.reshape(-1, logits.shape[-1])
 
     def reset(self) -> None:
         """Forget the KV cache (MNN drops it on the next forward)."""
-        self._require().reset()  # type: ignore[attr-defined]
+        self.llm.reset()
         self.history = []
         self.position = 0
 
@@ -198,8 +152,7 @@ class MnnEngine:
         if keep == 0:
             self.reset()
             return
-        # erase_history lives on the raw pybind object, not on the Python wrapper.
-        self._require()._c_obj.erase_history(keep, 0)  # type: ignore[attr-defined]
+        self.llm.erase_history(keep, 0)
         del self.history[keep:]
         self.position = keep
 
@@ -212,12 +165,7 @@ class MnnEngine:
         """
         if not 0 <= begin < end <= len(self.history):
             raise ValueError(f"bad erase range [{begin}, {end}) of {len(self.history)}")
-        llm = self._require()
-        llm._c_obj.erase_history(begin, end)  # type: ignore[attr-defined]
-        llm.context.update(all_seq_len=self.position)  # type: ignore[attr-defined]
+        llm = self.llm
+        llm.erase_history(begin, end)
+        llm.set_counters(all_seq_len=self.position)
         del self.history[begin:end]
-
-    def rebuild(self, tokens: Sequence[int]) -> Logits | None:
-        """Reset and prefill tokens (compact positions); return the last logits (None if empty)."""
-        self.reset()
-        return self.prefill(tokens) if tokens else None

@@ -8,7 +8,7 @@ from typing import Any, cast
 import grpc
 
 from edgellm.common.push_wire import decode
-from edgellm.device.service import DeviceDaemonService
+from edgellm.device.rpc.service import DeviceDaemonService
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 
@@ -39,7 +39,7 @@ def add_device_service(service: DeviceDaemonService, server: grpc.aio.Server) ->
     device_pb2_grpc.add_DeviceDaemonServicer_to_server(service, cast(grpc.aio.Server, capture))
     if "PushArtifact" not in capture.handlers:
         raise RuntimeError(
-            "the generated DeviceDaemon registration changed; update src/edgellm/device/handlers.py"
+            "the generated DeviceDaemon registration changed; update src/edgellm/device/rpc/registration.py"
         )
     capture.handlers["PushArtifact"] = grpc.stream_unary_rpc_method_handler(
         service.PushArtifact,

@@ -1,0 +1,230 @@
+"""The daemon's plain-Python core: the narrow surface the RPC layer calls, over models and generation.
+
+`DaemonCore` wires the parts (worker thread, model lifecycle, scheduler, store, governor) and
+answers in domain types (`DaemonState`, `LoadInfo`, events); it knows nothing of gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from pathlib import Path
+
+from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.common.logs import get_logger
+from edgellm.common.push_wire import PushMessage
+from edgellm.device.config import DaemonConfig
+from edgellm.device.core.models import EngineFactory, ModelLifecycle
+from edgellm.device.core.scheduler import Scheduler
+from edgellm.device.core.state import (
+    ConfigUpdate,
+    DaemonState,
+    EngineState,
+    LoadInfo,
+    ModelEntry,
+    TelemetryFrame,
+)
+from edgellm.device.engine.mnn import MnnEngine
+from edgellm.device.generation import Event, GenerationJob
+from edgellm.device.governor.controller import GovernorConfig
+from edgellm.device.governor.runtime import GovernorRuntime
+from edgellm.device.push import PushReceiver, PushResult, ReadyFn
+from edgellm.device.store import ArtifactStore, StoreStatus, parse_manifest
+from edgellm.device.worker import EngineWorker
+
+log = get_logger(__name__)
+
+VERSION = "0.1.0"
+# Why 8192: with no model loaded, UpdateConfig checks a new window against the default model's
+# trained context (SmolLM2); the next LoadModel checks it again against the real one.
+CONTEXT_WITHOUT_MODEL = 8192
+
+
+class DaemonCore:
+    """Owns the engine (through the worker thread), the artifact store and the governor."""
+
+    def __init__(self, config: DaemonConfig, engine_factory: EngineFactory = MnnEngine) -> None:
+        self.started = time.time()
+        self.worker = EngineWorker(config.queue_size)
+        self.store = ArtifactStore(
+            config.data_dir / "store",
+            quota_bytes=config.store_quota_bytes,
+            disk_reserve_bytes=config.disk_reserve_bytes,
+        )
+        self.governor = GovernorRuntime(
+            threads=config.threads,
+            config=GovernorConfig(policy=config.governor_policy, setpoint_c=config.setpoint_c),
+            sysfs_root=config.sysfs_root,
+            proc_root=config.proc_root,
+            virtual_phone=config.virtual_phone,
+            virtual_root=config.data_dir / "virtual-phone",
+            time_scale=config.virtual_phone_time_scale,
+            period_s=config.governor_period_s,
+        )
+        self.models = ModelLifecycle(config, self.worker, self.store, engine_factory)
+        self.scheduler = Scheduler(self.models, self.worker, self.governor)
+        self._pushes = PushReceiver(self.store)
+
+    @property
+    def config(self) -> DaemonConfig:
+        """The settings in force (UpdateConfig replaces threads, kv_window and n_keep)."""
+        return self.models.config
+
+    def on_model_change(self, callback: Callable[[bool], None]) -> None:
+        """Register a callback told True when a model is loaded, False when none is."""
+        self.models.on_change(callback)
+
+    def start(self) -> None:
+        """Start the background loops (the governor) on the running event loop."""
+        self.governor.start()
+
+    async def close(self) -> None:
+        """Stop the governor and the worker, then free the engine."""
+        await self.governor.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
+        self.models.close()
+
+    # -- models ------------------------------------------------------------------------------------
+    async def load(self, path: Path) -> LoadInfo:
+        """Load an artifact directory (admission-checked) and warm it up, replacing any loaded model."""
+        return await self.models.load(path)
+
+    async def load_model(self, name: str) -> LoadInfo:
+        """LoadModel: an installed artifact (id, prefix or name), a directory loaded before, or a path."""
+        return await self.models.load(self.models.resolve(name))
+
+    async def unload(self, forget: bool = True) -> None:
+        """Unload the model; with forget, a restart will not reload it."""
+        await self.models.unload(forget)
+
+    async def restore(self) -> LoadInfo | None:
+        """Reload the model loaded before the last shutdown, if any."""
+        return await self.models.restore()
+
+    async def keep_alive(self) -> None:
+        """Unload after config.keep_alive_s idle seconds (run as a task)."""
+        await self.models.keep_alive(lambda: self.scheduler.busy)
+
+    def list_models(self) -> list[ModelEntry]:
+        """Installed artifacts, then directories loaded from outside the store, then the loaded one."""
+        arts = self.store.installed()
+        seen = {a.artifact_id for a in arts}
+        for art in self.models.directories():
+            if art.artifact_id not in seen:
+                arts.append(art)
+                seen.add(art.artifact_id)
+        loaded = self.models.loaded
+        if loaded is not None and loaded.artifact.artifact_id not in seen:
+            arts.append(loaded.artifact)
+        return [ModelEntry(a, self.models.is_loaded(a.artifact_id)) for a in arts]
+
+    # -- generation --------------------------------------------------------------------------------
+    def generate(self, job: GenerationJob, model: str = "") -> AsyncIterator[Event]:
+        """Queue a generation for the loaded model (`model`, if given, must name it) and stream its events."""
+        return self.scheduler.generate(job, model)
+
+    def cancel(self, request_id: str) -> bool:
+        """Cancel a running or queued request by id."""
+        return self.scheduler.cancel(request_id)
+
+    # -- state and control -------------------------------------------------------------------------
+    @property
+    def engine_state(self) -> EngineState:
+        """What the engine is doing now."""
+        return self.scheduler.phase or self.models.state
+
+    def status(self) -> DaemonState:
+        """GetStatus."""
+        c = self.config
+        loaded = self.models.loaded
+        return DaemonState(
+            version=VERSION,
+            engine_state=self.engine_state,
+            model=loaded.info if loaded is not None else None,
+            threads=c.threads,
+            queue_depth=self.worker.depth,
+            queue_capacity=self.worker.capacity,
+            max_new_tokens_cap=c.max_new_tokens_cap,
+            requests_served=self.scheduler.requests_served,
+            uptime_seconds=time.time() - self.started,
+            kv_window=c.kv_window,
+            n_keep=c.n_keep,
+            governor=self.governor.snapshot(),
+        )
+
+    async def telemetry(self) -> TelemetryFrame:
+        """One telemetry sample (the OS readers run off the event loop)."""
+        gov = self.governor
+        live = gov.actuators.tokens_per_second()
+        reading = await asyncio.get_running_loop().run_in_executor(None, gov.telemetry.read)
+        state = self.engine_state
+        generating = state in (EngineState.PREFILL, EngineState.DECODE)
+        return TelemetryFrame(
+            reading=reading,
+            governor=gov.snapshot(),
+            engine_state=state,
+            tokens_per_second=live if generating else self.scheduler.last_decode_tps,
+            last_ttft_ms=self.scheduler.last_ttft_ms,
+        )
+
+    async def update(self, change: ConfigUpdate) -> None:
+        """UpdateConfig: validate every field first (nothing changes on INVALID_ARGUMENT), then apply.
+
+        A new thread count reloads the model: MNN reads thread_num only in initRuntime(), which
+        only load() runs.
+        """
+        self._validate(change)
+        c = self.config
+        window = change.kv_window if change.kv_window is not None else c.kv_window
+        keep = change.n_keep if change.n_keep is not None else c.n_keep
+        self.models.config = replace(c, kv_window=window, n_keep=keep)
+        self.governor.update(change.governor)
+        if change.threads is None or change.threads == c.threads:
+            return
+        self.models.config = replace(self.models.config, threads=change.threads)
+        self.governor.set_threads(change.threads)
+        loaded = self.models.loaded
+        if loaded is not None:
+            start = time.perf_counter()
+            await self.models.load(loaded.artifact.path)
+            reload_ms = round((time.perf_counter() - start) * 1000, 1)
+            log.info("threads_reloaded", threads=change.threads, reload_ms=reload_ms)
+
+    def _validate(self, change: ConfigUpdate) -> None:
+        cpus = max(os.cpu_count() or 1, len(self.governor.actuators.allowed))
+        if change.threads is not None and not 1 <= change.threads <= cpus:
+            raise InvalidArgument(f"threads must be within 1..{cpus}, not {change.threads}")
+        window = change.kv_window if change.kv_window is not None else self.config.kv_window
+        keep = change.n_keep if change.n_keep is not None else self.config.n_keep
+        loaded = self.models.loaded
+        context = loaded.info.context_length if loaded is not None else CONTEXT_WITHOUT_MODEL
+        # The same rules as at start-up (minimum window, n_keep below half of it, room for a chunk).
+        replace(self.models.window_policy(), window=window, n_keep=keep).validate(context)
+        self.governor.validate(change.governor)
+
+    # -- artifacts ---------------------------------------------------------------------------------
+    def artifact_status(self, manifest_json: str = "", artifact_id: str = "") -> StoreStatus:
+        """What the device holds of an artifact (for resume), by its manifest or by an id it knows."""
+        if manifest_json:
+            return self.store.status(parse_manifest(manifest_json))
+        if artifact_id:
+            return self.store.status(self.store.known_manifest(artifact_id))
+        raise InvalidArgument("give manifest_json or artifact_id")
+
+    def delete_artifact(self, name: str) -> None:
+        """Delete an installed artifact; the loaded one is refused."""
+        art = self.store.resolve(name)
+        if self.models.is_loaded(art.artifact_id):
+            raise FailedPrecondition(f"artifact {art.artifact_id[:12]} is loaded; unload it first")
+        self.store.delete(art.artifact_id)
+
+    async def push(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
+        """Receive a pushed artifact into the store (see edgellm.device.push)."""
+        return await self._pushes.receive(messages, ready)
+
+    def is_loaded(self, artifact_id: str) -> bool:
+        """Whether the artifact with this id is the loaded one."""
+        return self.models.is_loaded(artifact_id)

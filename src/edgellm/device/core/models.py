@@ -1,0 +1,266 @@
+"""The loaded model's lifecycle: load, warm up, unload, keep-alive, and memory across restarts.
+
+Loads run on the engine's worker thread, between generations, so a switch never races a request.
+The model loaded last is remembered in `<data_dir>/loaded.json` and reloaded at start; artifact
+directories loaded from outside the store are remembered in `<data_dir>/directories.json` so
+ListModels keeps showing them after a switch (while they exist).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound
+from edgellm.common.logs import get_logger
+from edgellm.device.admission import admit, kv_bytes, memory_need
+from edgellm.device.artifact import Artifact, open_artifact
+from edgellm.device.config import DaemonConfig
+from edgellm.device.core.state import EngineState, LoadInfo
+from edgellm.device.engine.base import Engine
+from edgellm.device.engine.config import EngineConfig, KvQuant, attention_mode
+from edgellm.device.kv_cache import KvCache
+from edgellm.device.kv_window import KvMethod, WindowPolicy
+from edgellm.device.store import ArtifactStore
+from edgellm.device.telemetry.process import read_meminfo
+from edgellm.device.worker import EngineWorker
+
+log = get_logger(__name__)
+
+EngineFactory = Callable[[Artifact, EngineConfig], Engine]
+# Why 8: a model named by an id prefix must be unambiguous among a handful of artifacts and
+# still be typeable; 8 hex digits (32 bits) is what `git` shows by default, and the store agrees.
+MIN_ID_PREFIX = 8
+
+
+def names(artifact: Artifact, name: str) -> bool:
+    """Whether `name` is the artifact's name, its id, or a prefix of its id (MIN_ID_PREFIX+ digits)."""
+    by_prefix = len(name) >= MIN_ID_PREFIX and artifact.artifact_id.startswith(name)
+    return name in (artifact.name, artifact.artifact_id) or by_prefix
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The model in the engine: what was loaded, the engine, and the driver of its KV cache."""
+
+    info: LoadInfo
+    engine: Engine
+    cache: KvCache
+
+    @property
+    def artifact(self) -> Artifact:
+        """The loaded artifact."""
+        return self.info.artifact
+
+
+class ModelLifecycle:
+    """Owns which model is loaded (`loaded`, `state`) and the settings the next load uses (`config`)."""
+
+    def __init__(
+        self, config: DaemonConfig, worker: EngineWorker, store: ArtifactStore, engine_factory: EngineFactory
+    ) -> None:
+        self.config = config
+        self.worker = worker
+        self.store = store
+        self.engine_factory = engine_factory
+        self.loaded: Loaded | None = None
+        self.state = EngineState.EMPTY  # EMPTY, LOADING or IDLE; the scheduler reports its own phases
+        self.last_used = time.monotonic()
+        self._listeners: list[Callable[[bool], None]] = []
+
+    def on_change(self, callback: Callable[[bool], None]) -> None:
+        """Register a callback told True when a model is loaded, False when none is."""
+        self._listeners.append(callback)
+
+    # -- load and unload ---------------------------------------------------------------------------
+    async def load(self, path: Path) -> LoadInfo:
+        """Load an artifact on the worker thread (replacing any loaded one) and warm it up."""
+        artifact = open_artifact(path)
+        self.check_memory(artifact)
+        engine_config = self.engine_config()
+        loaded = await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
+        self.last_used = time.monotonic()
+        self._remember(artifact)
+        self._notify(True)
+        return loaded.info
+
+    def _load(self, artifact: Artifact, engine_config: EngineConfig) -> Loaded:
+        """On the worker thread: free the old engine, then build, load and warm up the new one."""
+        self.state = EngineState.LOADING
+        old, self.loaded = self.loaded, None
+        if old is not None:
+            old.engine.close()
+        try:
+            engine = self.engine_factory(artifact, engine_config)
+            engine.load()
+            policy = self.window_policy()
+            policy.validate(engine.context_length)
+            if self.config.warmup:
+                engine.warm_up(self.warmup_tokens(policy, engine.context_length))
+        except BaseException:
+            self.state = EngineState.EMPTY
+            raise
+        cache = KvCache(
+            engine,
+            policy,
+            engine.special_id("<|im_start|>"),
+            engine.special_id("<|im_end|>"),
+            can_grow=lambda extra: self.can_hold_kv(artifact, extra),
+        )
+        info = LoadInfo(artifact, engine.context_length, engine.load_ms, engine.warmup_ms)
+        self.loaded = Loaded(info, engine, cache)
+        self.state = EngineState.IDLE
+        return self.loaded
+
+    async def unload(self, forget: bool = True) -> None:
+        """Unload the model (waits for the running generation to finish)."""
+        await asyncio.wrap_future(self.worker.call(self.close))
+        if forget:
+            self._remember(None)
+        self._notify(False)
+
+    def close(self) -> None:
+        """Free the engine now (on the worker thread, or once it has stopped)."""
+        if self.loaded is not None:
+            self.loaded.engine.close()
+        self.loaded = None
+        self.state = EngineState.EMPTY
+
+    def _notify(self, loaded: bool) -> None:
+        for callback in self._listeners:
+            callback(loaded)
+
+    # -- settings for a load -----------------------------------------------------------------------
+    def engine_config(self) -> EngineConfig:
+        """Runtime settings for the next load."""
+        c = self.config
+        slides_by_erase = bool(c.kv_window) and c.kv_method == KvMethod.ERASE
+        return EngineConfig(threads=c.threads, attention_mode=attention_mode(c.kv_quant, slides_by_erase))
+
+    def window_policy(self) -> WindowPolicy:
+        """The daemon's sliding-window policy."""
+        c = self.config
+        return WindowPolicy(
+            window=c.kv_window, n_keep=c.n_keep, chunk=c.kv_chunk, method=c.kv_method, tiers=c.kv_tiers
+        )
+
+    def warmup_tokens(self, policy: WindowPolicy, context_length: int) -> int:
+        """Warm-up prefill length: warmup_tokens, within the first KV budget (room for 4 decode steps)."""
+        first_budget = policy.budgets[0] if policy.budgets else context_length
+        return max(1, min(self.config.warmup_tokens, first_budget - 8))
+
+    # -- memory admission --------------------------------------------------------------------------
+    def check_memory(self, artifact: Artifact) -> None:
+        """Refuse (ResourceExhausted) a model that MemAvailable cannot hold with its KV budget."""
+        c = self.config
+        need = memory_need(artifact, c.kv_window or c.kv_budget_tokens, c.memory_margin_bytes)
+        freed = self.loaded.artifact.size_bytes if self.loaded is not None else 0
+        admit(need, read_meminfo(c.proc_root), freed)
+
+    def can_hold_kv(self, artifact: Artifact, extra_tokens: int) -> bool:
+        """Whether MemAvailable covers `extra_tokens` more KV positions plus the margin."""
+        per_value = 1 if self.config.kv_quant == KvQuant.INT8 else 4
+        need = kv_bytes(artifact, extra_tokens, per_value) + self.config.memory_margin_bytes
+        return read_meminfo(self.config.proc_root).available_bytes >= need
+
+    # -- naming models -----------------------------------------------------------------------------
+    def require_loaded(self, name: str = "") -> Loaded:
+        """The loaded model, checking that a request's `model` (name, id or id prefix) names it."""
+        loaded = self.loaded
+        if loaded is None:
+            raise FailedPrecondition(
+                "no model is loaded; load one with `edgellm load` or start the daemon with --model"
+            )
+        art = loaded.artifact
+        if name and not names(art, name):
+            raise NotFound(f"model {name!r} is not loaded (loaded: {art.name} {art.artifact_id[:12]})")
+        return loaded
+
+    def is_loaded(self, artifact_id: str) -> bool:
+        """Whether the artifact with this id is the loaded one."""
+        return self.loaded is not None and self.loaded.artifact.artifact_id == artifact_id
+
+    def resolve(self, name: str) -> Path:
+        """A LoadModel name: installed artifact (id, prefix, name), a loaded-before directory, or a path."""
+        if not name:
+            raise FailedPrecondition("name the model to load: an artifact id, its name, or a directory")
+        with contextlib.suppress(NotFound):
+            return self.store.resolve(name).path
+        for art in self.directories():
+            if names(art, name):
+                return art.path
+        if "/" in name and Path(name).is_dir():
+            return Path(name)
+        raise NotFound(f"no installed artifact or artifact directory called {name!r} (see `edgellm models`)")
+
+    def directories(self) -> list[Artifact]:
+        """Artifact directories loaded from outside the store that still open (ListModels shows them)."""
+        out = []
+        for path in self._read_json(self._directories_file, []):
+            with contextlib.suppress(EdgeError, OSError, ValueError):
+                out.append(open_artifact(Path(path)))
+        return out
+
+    # -- memory across restarts --------------------------------------------------------------------
+    @property
+    def _loaded_file(self) -> Path:
+        return self.config.data_dir / "loaded.json"
+
+    @property
+    def _directories_file(self) -> Path:
+        return self.config.data_dir / "directories.json"
+
+    def _remember(self, artifact: Artifact | None) -> None:
+        if artifact is None:
+            self._loaded_file.unlink(missing_ok=True)
+            return
+        record = {"path": str(artifact.path), "artifact_id": artifact.artifact_id}
+        self._write_json(self._loaded_file, record)
+        if artifact.path.resolve().parent != self.store.artifacts.resolve():
+            known = [p for p in self._read_json(self._directories_file, []) if Path(p).is_dir()]
+            if str(artifact.path) not in known:
+                self._write_json(self._directories_file, [*known, str(artifact.path)])
+
+    def _read_json(self, path: Path, default: list[str]) -> list[str]:
+        try:
+            value = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return default
+        return [str(v) for v in value] if isinstance(value, list) else default
+
+    def _write_json(self, path: Path, value: object) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(value))
+        tmp.replace(path)
+
+    async def restore(self) -> LoadInfo | None:
+        """Reload the model loaded before the last shutdown, if any (a failure is logged, not fatal)."""
+        try:
+            record = json.loads(self._loaded_file.read_text())
+        except (OSError, ValueError):
+            return None
+        try:
+            info = await self.load(Path(record["path"]))
+        except (EdgeError, OSError, KeyError) as err:
+            log.warning("restore_failed", record=record, error=str(err))
+            return None
+        log.info("model_restored", artifact_id=info.artifact.artifact_id[:12], load_ms=round(info.load_ms, 1))
+        return info
+
+    async def keep_alive(self, busy: Callable[[], bool]) -> None:
+        """Unload the model after config.keep_alive_s idle seconds (run as a task; 0 = never)."""
+        ttl = self.config.keep_alive_s
+        if ttl <= 0:
+            return
+        while True:
+            await asyncio.sleep(min(ttl / 4, 5.0))
+            idle = time.monotonic() - self.last_used
+            if self.loaded is not None and self.state == EngineState.IDLE and not busy() and idle > ttl:
+                log.info("idle_unload", idle_s=round(idle, 1))
+                await self.unload(forget=False)

@@ -1,0 +1,124 @@
+"""Generation scheduling: queue a request on the worker, run it against the loaded model, stream it back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import structlog
+
+from edgellm.common.errors import FailedPrecondition
+from edgellm.common.logs import get_logger
+from edgellm.device.core.models import ModelLifecycle
+from edgellm.device.core.state import EngineState
+from edgellm.device.generation import Event, Finished, GenerationJob, run_generation
+from edgellm.device.governor.runtime import GovernorRuntime
+from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.worker import EngineWorker, Ticket
+
+log = get_logger(__name__)
+
+# Longest the engine waits for a streamed token to reach gRPC before computing the next one.
+DELIVERY_WAIT_S = 0.02
+
+
+def request_policy(daemon: WindowPolicy, job: GenerationJob, context_length: int) -> WindowPolicy:
+    """The daemon's window policy with the request's kv_window / n_keep, validated."""
+    policy = daemon
+    if job.kv_window or job.n_keep:
+        policy = replace(
+            daemon,
+            window=job.kv_window or daemon.window,
+            n_keep=job.n_keep or daemon.n_keep,
+            chunk=0 if job.kv_window else daemon.chunk,
+            tiers=() if job.kv_window else daemon.tiers,
+        )
+    policy.validate(context_length)
+    return policy
+
+
+class Scheduler:
+    """Runs generations one at a time on the worker thread; counts and logs them."""
+
+    def __init__(self, models: ModelLifecycle, worker: EngineWorker, governor: GovernorRuntime) -> None:
+        self.models = models
+        self.worker = worker
+        self.governor = governor
+        self.phase: EngineState | None = None  # PREFILL or DECODE while a request runs
+        self.requests_served = 0
+        self.last_ttft_ms = 0.0
+        self.last_decode_tps = 0.0
+
+    @property
+    def busy(self) -> bool:
+        """Whether a generation runs or waits."""
+        return self.phase is not None or self.worker.depth > 0
+
+    async def generate(self, job: GenerationJob, model: str = "") -> AsyncIterator[Event]:
+        """Queue job and yield its events; cancelling the iterator stops the engine within a token."""
+        self.models.require_loaded(model)
+        # The ticket carries this context to the worker thread: its logs name the request.
+        with structlog.contextvars.bound_contextvars(request_id=job.request_id):
+            ticket = Ticket(job.request_id, lambda t: self._run(job, t), asyncio.get_running_loop())
+        self.worker.submit(ticket)
+        try:
+            async for event in ticket.stream():
+                yield event
+        finally:
+            ticket.cancel()
+
+    def cancel(self, request_id: str) -> bool:
+        """Cancel a running or queued request."""
+        return self.worker.cancel(request_id)
+
+    def _run(self, job: GenerationJob, ticket: Ticket) -> None:
+        """On the worker thread: one request against whatever model is loaded now."""
+        loaded = self.models.loaded
+        if loaded is None:
+            raise FailedPrecondition("the model was unloaded while this request waited")
+        cache = loaded.cache
+        # The cache is the worker thread's alone, so setting the request's policy here is race-free.
+        cache.policy = request_policy(self.models.window_policy(), job, loaded.engine.context_length)
+        self.phase = EngineState.PREFILL
+
+        def emit(event: Event) -> None:
+            if self.phase == EngineState.PREFILL:
+                # The first token sets TTFT: let it reach gRPC before the next forward takes
+                # every core; later tokens stream while the engine computes.
+                self.phase = EngineState.DECODE
+                ticket.emit_and_wait(event, DELIVERY_WAIT_S)
+            else:
+                ticket.emit(event)
+
+        actuators = self.governor.actuators
+        actuators.before_prefill()
+        self.governor.busy = True
+        try:
+            finished = run_generation(
+                cache, job, emit, ticket.cancelled, between_tokens=actuators.between_tokens
+            )
+        finally:
+            self.governor.busy = False
+            self.phase = None
+        self._account(finished)
+
+    def _account(self, finished: Finished) -> None:
+        s = finished.stats
+        self.requests_served += 1
+        self.models.last_used = time.monotonic()
+        self.last_ttft_ms = s.ttft_ms
+        self.last_decode_tps = s.decode_tokens_per_second
+        log.info(
+            "generate_done",
+            finish_reason=finished.reason.value,
+            prompt_tokens=s.prompt_tokens,
+            prefilled_tokens=s.prefilled_tokens,
+            evicted_tokens=s.evicted_tokens,
+            completion_tokens=s.completion_tokens,
+            ttft_ms=round(s.ttft_ms, 1),
+            queue_ms=round(s.queue_ms, 1),
+            prefill_tps=round(s.prefill_tokens_per_second, 1),
+            decode_tps=round(s.decode_tokens_per_second, 1),
+        )

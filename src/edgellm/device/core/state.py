@@ -1,0 +1,77 @@
+"""What the core reports and accepts, as plain data (the RPC layer maps it to messages)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from edgellm.device.artifact import Artifact
+from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
+from edgellm.device.telemetry.source import Reading
+
+
+class EngineState(StrEnum):
+    """What the engine is doing."""
+
+    EMPTY = "empty"  # no model loaded
+    LOADING = "loading"
+    IDLE = "idle"
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+@dataclass(frozen=True)
+class LoadInfo:
+    """What a load measured."""
+
+    artifact: Artifact
+    context_length: int
+    load_ms: float
+    warmup_ms: float
+
+
+@dataclass(frozen=True)
+class DaemonState:
+    """GetStatus: the model, the engine, the queue, the governor."""
+
+    version: str
+    engine_state: EngineState
+    model: LoadInfo | None
+    threads: int
+    queue_depth: int
+    queue_capacity: int
+    max_new_tokens_cap: int
+    requests_served: int
+    uptime_seconds: float
+    kv_window: int
+    n_keep: int
+    governor: GovernorSnapshot
+
+
+@dataclass(frozen=True)
+class TelemetryFrame:
+    """One StreamTelemetry sample: the OS reading plus the engine's and the governor's state."""
+
+    reading: Reading
+    governor: GovernorSnapshot
+    engine_state: EngineState
+    tokens_per_second: float  # live while generating, else the last request's decode rate
+    last_ttft_ms: float
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """An artifact ListModels shows: installed in the store, or a directory the daemon loaded."""
+
+    artifact: Artifact
+    loaded: bool
+
+
+@dataclass(frozen=True)
+class ConfigUpdate:
+    """UpdateConfig: None leaves a field as it is. Validated whole before anything changes."""
+
+    threads: int | None = None
+    kv_window: int | None = None
+    n_keep: int | None = None
+    governor: GovernorUpdate = field(default_factory=GovernorUpdate)

@@ -1,0 +1,109 @@
+"""The one adapter around pymnn's untyped `MNN.llm` object: typed calls, nothing else.
+
+pymnn 3.6.1 ships no type information; the Protocols below describe exactly the members the
+engine uses, so a renamed or removed member shows up here (and in mypy), not deep in a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from edgellm.common.errors import Unavailable
+from edgellm.common.mnn import c_stdout_to_stderr, import_mnn_llm
+
+
+class _Var(Protocol):
+    def read(self) -> npt.ArrayLike: ...
+
+
+class _Context(Protocol):
+    gen_seq_len: int
+    all_seq_len: int
+
+    def update(self, **fields: int) -> None: ...
+
+
+class _CLlm(Protocol):
+    def erase_history(self, begin: int, end: int) -> None: ...
+
+
+class _PyLlm(Protocol):
+    """pymnn's `MNN.llm.LLM` wrapper, as far as edgellm uses it."""
+
+    context: _Context
+    _c_obj: _CLlm  # the raw pybind object: erase_history is not on the Python wrapper
+
+    def set_config(self, config: Mapping[str, object]) -> bool: ...
+    def load(self) -> bool | None: ...
+    def tokenizer_encode(self, text: str) -> Sequence[int]: ...
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> str: ...
+    def forward(self, ids: list[int]) -> _Var | None: ...
+    def reset(self) -> None: ...
+
+
+class MnnLlm:
+    """A loaded MNN LLM runtime with typed methods (not thread-safe, like MNN itself)."""
+
+    def __init__(self, llm: _PyLlm) -> None:
+        self._llm = llm
+
+    @classmethod
+    def open(cls, config_path: Path, settings: Mapping[str, object]) -> MnnLlm:
+        """Create the runtime, apply `settings`, load the weights; MNN's stdout goes to stderr.
+
+        Why a dict and why before load(): pymnn 3.6.1's set_config silently ignores a JSON string
+        (returns True, changes nothing), and MNN reads these keys once in load().
+        """
+        mnn_llm = import_mnn_llm()
+        with c_stdout_to_stderr():
+            llm: _PyLlm = mnn_llm.create(str(config_path))
+            llm.set_config(dict(settings))
+            ok = llm.load()
+        if ok is False:
+            raise Unavailable(f"MNN failed to load {config_path.parent}")
+        return cls(llm)
+
+    def encode(self, text: str) -> list[int]:
+        """The artifact's tokenizer, no template."""
+        return [int(t) for t in self._llm.tokenizer_encode(text)]
+
+    def apply_chat_template(self, messages: Sequence[tuple[str, str]]) -> str:
+        """The artifact's chat template over (role, content) pairs."""
+        return str(self._llm.apply_chat_template([{"role": r, "content": c} for r, c in messages]))
+
+    def forward(self, ids: list[int]) -> npt.NDArray[np.float32]:
+        """Run ids through the model; a copy of the output logits ([1, 1, V], or [1, T, V] with all_logits).
+
+        Why copy: Var.read() is a view of MNN's output buffer, overwritten by the next forward.
+        """
+        out = self._llm.forward(ids)
+        if out is None:
+            raise Unavailable("MNN forward failed")
+        return np.array(out.read(), dtype=np.float32, copy=True)
+
+    def reset(self) -> None:
+        """Forget the KV cache (MNN drops it on the next forward)."""
+        self._llm.reset()
+
+    def erase_history(self, begin: int, end: int) -> None:
+        """Drop cached positions [begin, end); `end` 0 means everything after `begin`."""
+        self._llm._c_obj.erase_history(begin, end)
+
+    @property
+    def gen_seq_len(self) -> int:
+        """Tokens MNN counts as generated since its last reset of the counter."""
+        return int(self._llm.context.gen_seq_len)
+
+    @property
+    def all_seq_len(self) -> int:
+        """MNN's position counter: the RoPE position the next token gets."""
+        return int(self._llm.context.all_seq_len)
+
+    def set_counters(self, **counters: int) -> None:
+        """Overwrite MNN's gen_seq_len / all_seq_len counters."""
+        self._llm.context.update(**counters)

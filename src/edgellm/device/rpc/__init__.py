@@ -1,0 +1,1 @@
+"""The daemon's gRPC layer: server, servicer, request validation, proto<->domain mapping, registration."""

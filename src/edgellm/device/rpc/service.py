@@ -1,0 +1,135 @@
+"""The DeviceDaemon servicer: check the request, call the core, map the answer. Nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from edgellm.common.errors import InvalidArgument
+from edgellm.common.grpc_util import client_stream, current_request_id, server_stream, unary
+from edgellm.common.push_wire import PushMessage
+from edgellm.device.core.daemon import DaemonCore
+from edgellm.device.rpc import wire
+from edgellm.device.rpc.validation import generation_job
+from edgellm.device.store import StoreStatus
+from edgellm.device.store.manifest import PUSH_STATUS_KEY
+from edgellm.v1 import device_pb2, device_pb2_grpc
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+MIN_TELEMETRY_INTERVAL_MS = 50
+
+
+class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
+    """gRPC face of DaemonCore."""
+
+    def __init__(self, core: DaemonCore) -> None:
+        self.core = core
+
+    @server_stream
+    async def Generate(
+        self, request: device_pb2.GenerateRequest, context: Ctx
+    ) -> AsyncIterator[device_pb2.GenerateResponse]:
+        """Stream a completion."""
+        job = generation_job(request, self.core.config, current_request_id())
+        async for event in self.core.generate(job, request.model):
+            yield wire.generate_response(event, job.request_id)
+
+    @unary
+    async def Cancel(self, request: device_pb2.CancelRequest, context: Ctx) -> device_pb2.CancelResponse:
+        """Cancel a request by id."""
+        if not request.request_id:
+            raise InvalidArgument("request_id is required")
+        return device_pb2.CancelResponse(cancelled=self.core.cancel(request.request_id))
+
+    @unary
+    async def GetStatus(self, request: device_pb2.GetStatusRequest, context: Ctx) -> device_pb2.DaemonStatus:
+        """Report model and engine state."""
+        return wire.status_message(self.core.status())
+
+    @unary
+    async def UpdateConfig(
+        self, request: device_pb2.UpdateConfigRequest, context: Ctx
+    ) -> device_pb2.DaemonStatus:
+        """Change threads, governor policy/setpoint, pinned actuators or the KV window; return the status."""
+        await self.core.update(wire.config_update_from(request))
+        return wire.status_message(self.core.status())
+
+    @server_stream
+    async def StreamTelemetry(
+        self, request: device_pb2.StreamTelemetryRequest, context: Ctx
+    ) -> AsyncIterator[device_pb2.TelemetrySample]:
+        """A sample every interval_ms (default 1000, at least 50) until the client cancels."""
+        interval_ms = request.interval_ms or 1000
+        if interval_ms < MIN_TELEMETRY_INTERVAL_MS:
+            raise InvalidArgument(f"interval_ms must be at least {MIN_TELEMETRY_INTERVAL_MS}")
+        while True:
+            yield wire.sample_message(await self.core.telemetry())
+            await asyncio.sleep(interval_ms / 1000)
+
+    # -- models and artifacts --------------------------------------------------------------------
+    @unary
+    async def LoadModel(
+        self, request: device_pb2.LoadModelRequest, context: Ctx
+    ) -> device_pb2.LoadModelResponse:
+        """Load (admission-checked) and warm up a model."""
+        info = await self.core.load_model(request.model)
+        return device_pb2.LoadModelResponse(
+            model=wire.artifact_info(info.artifact, loaded=True),
+            load_ms=info.load_ms,
+            warmup_ms=info.warmup_ms,
+        )
+
+    @unary
+    async def UnloadModel(
+        self, request: device_pb2.UnloadModelRequest, context: Ctx
+    ) -> device_pb2.UnloadModelResponse:
+        """Unload the model and forget it (a restart will not reload it)."""
+        await self.core.unload()
+        return device_pb2.UnloadModelResponse()
+
+    @unary
+    async def ListModels(
+        self, request: device_pb2.ListModelsRequest, context: Ctx
+    ) -> device_pb2.ListModelsResponse:
+        """Installed artifacts, plus artifact directories the daemon loaded (while they exist)."""
+        entries = self.core.list_models()
+        return device_pb2.ListModelsResponse(
+            models=[wire.artifact_info(e.artifact, e.loaded) for e in entries]
+        )
+
+    @client_stream
+    async def PushArtifact(  # type: ignore[override]  # decoded by edgellm.common.push_wire (registration.py)
+        self, request_iterator: AsyncIterator[PushMessage], context: Ctx
+    ) -> device_pb2.PushArtifactResponse:
+        """Receive an artifact: manifest first, then chunks; installs atomically when complete."""
+
+        async def ready(st: StoreStatus) -> None:
+            status = wire.artifact_status_message(st).SerializeToString()
+            await context.send_initial_metadata(((PUSH_STATUS_KEY, status),))
+
+        result = await self.core.push(request_iterator, ready)
+        art = result.artifact
+        return device_pb2.PushArtifactResponse(
+            artifact=wire.artifact_info(art, loaded=self.core.is_loaded(art.artifact_id)),
+            bytes_received=result.bytes_received,
+            bytes_skipped=result.bytes_skipped,
+        )
+
+    @unary
+    async def GetArtifactStatus(
+        self, request: device_pb2.GetArtifactStatusRequest, context: Ctx
+    ) -> device_pb2.ArtifactStatus:
+        """What the device already holds of an artifact (for resume)."""
+        st = self.core.artifact_status(manifest_json=request.manifest_json, artifact_id=request.artifact_id)
+        return wire.artifact_status_message(st)
+
+    @unary
+    async def DeleteArtifact(
+        self, request: device_pb2.DeleteArtifactRequest, context: Ctx
+    ) -> device_pb2.DeleteArtifactResponse:
+        """Delete an installed artifact; the loaded one is refused."""
+        self.core.delete_artifact(request.artifact_id)
+        return device_pb2.DeleteArtifactResponse()

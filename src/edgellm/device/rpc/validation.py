@@ -1,0 +1,55 @@
+"""Check wire requests before they reach the core; every refusal says what to change.
+
+Only what is knowable without the engine is checked here. The worker thread checks the rest,
+because it needs the loaded model: the prompt's length against the context
+(`generation.render_prompt`), logit-bias ids against the vocabulary (`SamplingConfig.validate`)
+and a per-request window against the context (`scheduler.request_policy`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.device.config import DaemonConfig
+from edgellm.device.generation import GenerationJob
+from edgellm.device.rpc.wire import job_from
+from edgellm.v1 import device_pb2
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+MAX_STOP_STRINGS = 16
+MAX_STOP_CHARS = 256
+
+
+def check_generate(req: device_pb2.GenerateRequest, config: DaemonConfig) -> None:
+    """Raise InvalidArgument for a GenerateRequest the daemon cannot run."""
+    if req.prompt and req.messages:
+        raise InvalidArgument("give either prompt (raw text) or messages (chat), not both")
+    if not req.prompt and not req.messages:
+        raise InvalidArgument("the request has no prompt: set prompt or messages")
+    for i, m in enumerate(req.messages):
+        if m.role not in ROLES:
+            raise InvalidArgument(f"messages[{i}].role must be one of {sorted(ROLES)}, got {m.role!r}")
+    if req.messages and req.messages[-1].role == "assistant":
+        raise InvalidArgument("the last message must not be the assistant's: there is nothing to answer")
+    cap = config.max_new_tokens_cap
+    if req.max_new_tokens == 0:
+        raise InvalidArgument(f"max_new_tokens must be between 1 and this daemon's cap of {cap}")
+    if req.max_new_tokens > cap:
+        raise InvalidArgument(f"max_new_tokens {req.max_new_tokens} is above this daemon's cap of {cap}")
+    if len(req.stop) > MAX_STOP_STRINGS or any(len(s) > MAX_STOP_CHARS for s in req.stop):
+        raise InvalidArgument(f"at most {MAX_STOP_STRINGS} stop strings of up to {MAX_STOP_CHARS} characters")
+    t = req.sampling.temperature
+    if math.isnan(t) or t < 0:
+        raise InvalidArgument(f"sampling.temperature must be >= 0 (0 = greedy), got {t}")
+    if req.HasField("constraint"):
+        # Never answer unconstrained when a constraint was asked for.
+        raise FailedPrecondition("this daemon cannot constrain output yet (constraint is not supported)")
+
+
+def generation_job(req: device_pb2.GenerateRequest, config: DaemonConfig, request_id: str) -> GenerationJob:
+    """Check a GenerateRequest and map it to a job (timed from now: queue_ms starts here)."""
+    received = time.perf_counter()
+    check_generate(req, config)
+    return job_from(req, request_id, received)

@@ -1,0 +1,202 @@
+"""Every protobuf <-> domain mapping of the DeviceDaemon service, and nothing else.
+
+Requests become domain objects here (after `validation` checked them); domain results become
+messages here. Neither the core nor the servicer builds a message field by field.
+"""
+
+from __future__ import annotations
+
+from edgellm.device.artifact import Artifact
+from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, TelemetryFrame
+from edgellm.device.generation import Delta, Event, FinishReason, GenerationJob, Stats
+from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
+from edgellm.device.sampler import SamplingConfig
+from edgellm.device.store import StoreStatus
+from edgellm.v1 import common_pb2, device_pb2
+
+FINISH = {
+    FinishReason.STOP: device_pb2.FINISH_REASON_STOP,
+    FinishReason.LENGTH: device_pb2.FINISH_REASON_LENGTH,
+    FinishReason.CANCELLED: device_pb2.FINISH_REASON_CANCELLED,
+    FinishReason.CONTEXT: device_pb2.FINISH_REASON_CONTEXT,
+}
+STATES = {
+    EngineState.EMPTY: device_pb2.ENGINE_STATE_EMPTY,
+    EngineState.LOADING: device_pb2.ENGINE_STATE_LOADING,
+    EngineState.IDLE: device_pb2.ENGINE_STATE_IDLE,
+    EngineState.PREFILL: device_pb2.ENGINE_STATE_PREFILL,
+    EngineState.DECODE: device_pb2.ENGINE_STATE_DECODE,
+}
+
+
+# -- requests -> domain ------------------------------------------------------------------------------
+def sampling_from(p: device_pb2.SamplingParams) -> SamplingConfig:
+    """SamplingConfig from SamplingParams (proto3 zeros mean 'off')."""
+    return SamplingConfig(
+        temperature=float(p.temperature),
+        top_k=int(p.top_k),
+        top_p=float(p.top_p) if p.top_p > 0 else 1.0,
+        min_p=float(p.min_p),
+        repetition_penalty=float(p.repetition_penalty) if p.repetition_penalty != 0 else 1.0,
+        presence_penalty=float(p.presence_penalty),
+        frequency_penalty=float(p.frequency_penalty),
+        logit_bias={int(k): float(v) for k, v in p.logit_bias.items()},
+        seed=int(p.seed) if p.HasField("seed") else None,
+    )
+
+
+def job_from(req: device_pb2.GenerateRequest, request_id: str, received_at: float) -> GenerationJob:
+    """GenerationJob from a GenerateRequest that `validation.check_generate` accepted."""
+    return GenerationJob(
+        request_id=request_id,
+        prompt=req.prompt or None,
+        messages=tuple((m.role, m.content) for m in req.messages),
+        max_new_tokens=req.max_new_tokens,
+        sampling=sampling_from(req.sampling),
+        stop=tuple(s for s in req.stop if s),
+        session_id=req.session_id,
+        kv_window=req.kv_window,
+        n_keep=req.n_keep,
+        received_at=received_at,
+    )
+
+
+def config_update_from(req: device_pb2.UpdateConfigRequest) -> ConfigUpdate:
+    """ConfigUpdate from UpdateConfigRequest: unset optional fields stay None (= unchanged)."""
+    return ConfigUpdate(
+        threads=req.threads if req.HasField("threads") else None,
+        kv_window=req.kv_window if req.HasField("kv_window") else None,
+        n_keep=req.n_keep if req.HasField("n_keep") else None,
+        governor=GovernorUpdate(
+            policy=GovernorPolicy.parse(req.governor_policy) if req.HasField("governor_policy") else None,
+            setpoint_c=req.setpoint_c if req.HasField("setpoint_c") else None,
+            pacing_ms=req.pacing_ms if req.HasField("pacing_ms") else None,
+            power=req.power if req.HasField("power") else None,
+            cluster=req.cluster if req.HasField("cluster") else None,
+        ),
+    )
+
+
+# -- domain -> messages ------------------------------------------------------------------------------
+def generate_response(event: Event, request_id: str) -> device_pb2.GenerateResponse:
+    """One GenerateResponse: a text delta, or the last message with the finish reason and stats."""
+    if isinstance(event, Delta):
+        return device_pb2.GenerateResponse(text=event.text, token_ids=event.token_ids, request_id=request_id)
+    return device_pb2.GenerateResponse(
+        request_id=request_id,
+        finish_reason=FINISH[event.reason],
+        stats=stats_message(event.stats),
+        stop_sequence=event.stop_sequence,
+    )
+
+
+def stats_message(s: Stats) -> device_pb2.GenerateStats:
+    """GenerateStats from the core's Stats."""
+    return device_pb2.GenerateStats(
+        prompt_tokens=s.prompt_tokens,
+        completion_tokens=s.completion_tokens,
+        ttft_ms=s.ttft_ms,
+        prefill_tokens_per_second=s.prefill_tokens_per_second,
+        decode_tokens_per_second=s.decode_tokens_per_second,
+        prefilled_tokens=s.prefilled_tokens,
+        evicted_tokens=s.evicted_tokens,
+        queue_ms=s.queue_ms,
+        total_ms=s.total_ms,
+    )
+
+
+def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
+    """ArtifactInfo for an artifact."""
+    m = artifact.manifest
+    return common_pb2.ArtifactInfo(
+        artifact_id=artifact.artifact_id,
+        name=artifact.name,
+        source_model=str(m.get("source", {}).get("name", "")),
+        quantization=artifact.quantization_label,
+        size_bytes=artifact.size_bytes,
+        files=[
+            common_pb2.ArtifactFile(path=f["path"], size=int(f["size"]), sha256=f.get("sha256", ""))
+            for f in m.get("files", [])
+        ],
+        loaded=loaded,
+    )
+
+
+def artifact_status_message(st: StoreStatus) -> device_pb2.ArtifactStatus:
+    """ArtifactStatus from the store's StoreStatus."""
+    return device_pb2.ArtifactStatus(
+        artifact_id=st.artifact_id,
+        installed=st.installed,
+        files=[
+            device_pb2.FileStatus(path=f.path, size=f.size, have_bytes=f.have_bytes, complete=f.complete)
+            for f in st.files
+        ],
+    )
+
+
+def status_message(s: DaemonState) -> device_pb2.DaemonStatus:
+    """DaemonStatus from the core's DaemonState."""
+    msg = device_pb2.DaemonStatus(
+        version=s.version,
+        engine_state=STATES[s.engine_state],
+        threads=s.threads,
+        queue_depth=s.queue_depth,
+        queue_capacity=s.queue_capacity,
+        max_new_tokens_cap=s.max_new_tokens_cap,
+        requests_served=s.requests_served,
+        uptime_seconds=s.uptime_seconds,
+        kv_window=s.kv_window,
+        n_keep=s.n_keep,
+        governor=governor_message(s.governor),
+    )
+    if s.model is not None:
+        msg.model.CopyFrom(artifact_info(s.model.artifact, loaded=True))
+        msg.context_tokens = s.model.context_length
+        msg.load_ms = s.model.load_ms
+        msg.warmup_ms = s.model.warmup_ms
+    return msg
+
+
+def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
+    """GovernorState from the governor's snapshot."""
+    return device_pb2.GovernorState(
+        policy=g.policy,
+        threads=g.threads,
+        cluster=g.cluster,
+        power=g.power,
+        pacing_ms=g.pacing_ms,
+        setpoint_c=g.setpoint_c,
+        last_decision=g.last_decision,
+        last_reason=g.last_reason,
+        last_decision_unix=g.last_decision_unix,
+    )
+
+
+def sample_message(frame: TelemetryFrame) -> device_pb2.TelemetrySample:
+    """One TelemetrySample: OS reading + engine + governor."""
+    r = frame.reading
+    msg = device_pb2.TelemetrySample(
+        unix_time=r.unix_time,
+        zones=[device_pb2.ThermalZone(name=z.name, kind=z.kind, celsius=z.celsius) for z in r.zones],
+        cores=[
+            device_pb2.CoreFrequency(cpu=c.cpu, cluster=c.cluster, cur_khz=c.cur_khz, max_khz=c.max_khz)
+            for c in r.cores
+        ],
+        mem_available_bytes=r.memory.available_bytes,
+        mem_total_bytes=r.memory.total_bytes,
+        rss_bytes=r.process.rss_bytes,
+        rss_peak_bytes=r.process.rss_peak_bytes,
+        engine_state=STATES[frame.engine_state],
+        tokens_per_second=frame.tokens_per_second,
+        last_ttft_ms=frame.last_ttft_ms,
+        governor=governor_message(frame.governor),
+        process_cpu_seconds=r.process.cpu_seconds,
+    )
+    if r.soc_c is not None:
+        msg.soc_celsius = r.soc_c
+    if r.skin_c is not None:
+        msg.skin_celsius = r.skin_c
+    if r.battery_c is not None:
+        msg.battery_celsius = r.battery_c
+    return msg

@@ -1,0 +1,38 @@
+"""Exceptions to gRPC status codes: only InvalidArgument blames the request."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from edgellm.common.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+    status_for,
+)
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "message"),
+    [
+        (
+            InvalidArgument("top_p must be in [0, 1]"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "top_p must be in [0, 1]",
+        ),
+        (NotFound("no model x"), grpc.StatusCode.NOT_FOUND, "no model x"),
+        (ResourceExhausted("queue is full"), grpc.StatusCode.RESOURCE_EXHAUSTED, "queue is full"),
+        (FailedPrecondition("no model is loaded"), grpc.StatusCode.FAILED_PRECONDITION, "no model is loaded"),
+        (Unavailable("shutting down"), grpc.StatusCode.UNAVAILABLE, "shutting down"),
+        (MemoryError(), grpc.StatusCode.RESOURCE_EXHAUSTED, "out of memory"),
+        (FileNotFoundError("gone.bin"), grpc.StatusCode.NOT_FOUND, "gone.bin"),
+        # A plain ValueError is a broken invariant inside the daemon, not the client's fault.
+        (ValueError("nothing to feed"), grpc.StatusCode.INTERNAL, "ValueError: nothing to feed"),
+        (KeyError("k"), grpc.StatusCode.INTERNAL, "KeyError: 'k'"),
+    ],
+)
+def test_each_error_gets_its_status(exc: BaseException, code: grpc.StatusCode, message: str) -> None:
+    assert status_for(exc) == (code, message)

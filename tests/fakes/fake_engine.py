@@ -1,0 +1,173 @@
+"""A fake engine: scripted logits over the fake artifact's tiny vocabulary; deterministic, no model.
+
+It stands in for `MnnEngine` behind the daemon's `Engine` protocol so the daemon's own logic (RPC
+layer, worker, queue, cancellation, validation, sessions, the sliding window) is tested in
+milliseconds. Its cache bookkeeping follows MNN's as `MnnEngine` drives it: `erase` keeps
+positions, `truncate` and `reset` re-base them, and a forward past the context fails.
+
+What it "says" is scripted: after any prefill the logits point at the first token of `reply`,
+after the k-th decode at its (k+1)-th, then at <|im_end|> (or round again when `endless`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from edgellm.common.errors import Unavailable
+from edgellm.common.token_table import TokenTable
+from edgellm.device.artifact import Artifact
+from edgellm.device.engine.base import Logits
+from edgellm.device.engine.config import EngineConfig
+from tests.fakes.fake_artifact import IM_END, PIECES
+
+DEFAULT_REPLY = " The capital of France is Paris."
+PEAK = 4.0  # the scripted token's logit; every other token's is 0 (so sampling varies with the seed)
+
+
+class FakeEngine:
+    """Implements `edgellm.device.engine.base.Engine` without a model (a test fake)."""
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        config: EngineConfig,
+        reply: str = DEFAULT_REPLY,
+        endless: bool = False,
+        step_s: float = 0.0,
+    ) -> None:
+        self.artifact = artifact
+        self.config = config
+        self.tokens = TokenTable(artifact.token_table)
+        self.stop_ids = artifact.stop_token_ids
+        self.context_length = artifact.context_length
+        self._ids = {self.tokens.bytes_of(i): i for i in range(len(self.tokens))}
+        self._longest = max(len(p) for p in PIECES)
+        self.reply = self.encode(reply)
+        self.endless = endless
+        self.step_s = step_s  # simulated compute per forward (releases the GIL, like MNN)
+        self.history: list[int] = []
+        self.position = 0
+        self.loaded = False
+        self.load_ms = 0.0
+        self.warmup_ms = 0.0
+        self.forwards = 0
+        self._decoded = 0  # decode steps since the last prefill: where the script is
+
+    @classmethod
+    def factory(
+        cls, reply: str = DEFAULT_REPLY, endless: bool = False, step_s: float = 0.0
+    ) -> Callable[[Artifact, EngineConfig], FakeEngine]:
+        """An engine_factory for DaemonCore/start_server with this script."""
+        return lambda artifact, config: cls(artifact, config, reply, endless, step_s)
+
+    # -- lifecycle
+    def load(self) -> None:
+        """Nothing to load; records a load time so status has one."""
+        self.loaded = True
+        self.load_ms = 0.1
+
+    def warm_up(self, tokens: int) -> float:
+        """A prefill of `tokens` ids and one decode, then forgotten (as MnnEngine does)."""
+        self.prefill([IM_END] * max(tokens, 1))
+        self.decode(IM_END)
+        self.reset()
+        self.warmup_ms = 0.1
+        return self.warmup_ms
+
+    def close(self) -> None:
+        """Forget everything."""
+        self.loaded = False
+        self.history = []
+
+    # -- text
+    def encode(self, text: str) -> list[int]:
+        """Greedy longest match over the vocabulary's bytes (every single byte is a token)."""
+        data, ids, i = text.encode(), [], 0
+        while i < len(data):
+            for n in range(min(self._longest, len(data) - i), 0, -1):
+                token = self._ids.get(data[i : i + n])
+                if token is not None:
+                    ids.append(token)
+                    i += n
+                    break
+        return ids
+
+    def apply_chat_template(self, messages: Sequence[tuple[str, str]]) -> str:
+        """ChatML, as SmolLM2's template renders it."""
+        turns = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in messages)
+        return turns + "<|im_start|>assistant\n"
+
+    def token_bytes(self, token: int) -> bytes:
+        """Raw bytes of one token."""
+        return self.tokens.bytes_of(token)
+
+    def special_id(self, text: str) -> int | None:
+        """Id of the token whose bytes are exactly `text`."""
+        return self._ids.get(text.encode())
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids."""
+        return len(self.tokens)
+
+    # -- compute
+    def prefill(self, ids: Sequence[int]) -> Logits:
+        """Append ids; the script restarts at the reply's first token."""
+        self._forward(ids)
+        self._decoded = 0
+        return self._logits()
+
+    def prefill_all(self, ids: Sequence[int]) -> Logits:
+        """Every position's logits: the scripted one at each."""
+        self.prefill(ids)
+        return np.stack([self._logits()] * len(ids))
+
+    def decode(self, token: int) -> Logits:
+        """Append one token; the script moves on."""
+        self._forward([token])
+        self._decoded += 1
+        return self._logits()
+
+    def _forward(self, ids: Sequence[int]) -> None:
+        if not self.loaded:
+            raise Unavailable("the fake engine is not loaded")
+        if not ids:
+            raise ValueError("empty forward")
+        if self.position + len(ids) > self.context_length:
+            raise ValueError(f"position {self.position + len(ids)} past the context {self.context_length}")
+        if self.step_s:
+            time.sleep(self.step_s)
+        self.forwards += 1
+        self.history.extend(ids)
+        self.position += len(ids)
+
+    def _logits(self) -> Logits:
+        k = self._decoded
+        if k < len(self.reply):
+            target = self.reply[k]
+        else:
+            target = self.reply[k % len(self.reply)] if self.endless else IM_END
+        logits = np.zeros(self.vocab_size, dtype=np.float32)
+        logits[target] = PEAK
+        return logits
+
+    # -- cache edits
+    def reset(self) -> None:
+        """Empty the cache."""
+        self.history = []
+        self.position = 0
+
+    def truncate(self, keep: int) -> None:
+        """Keep the first `keep` tokens; positions re-base to `keep`."""
+        if keep < len(self.history):
+            del self.history[keep:]
+            self.position = keep
+
+    def erase(self, begin: int, end: int) -> None:
+        """Drop [begin, end); positions stay absolute (like MnnEngine's erase)."""
+        if not 0 <= begin < end <= len(self.history):
+            raise ValueError(f"bad erase range [{begin}, {end}) of {len(self.history)}")
+        del self.history[begin:end]
