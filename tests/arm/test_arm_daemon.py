@@ -1,8 +1,8 @@
 """The daemon on emulated aarch64, over real gRPC from the x86 client: answers, telemetry, window, push.
 
-The first two tests are the smoke `make test` runs (daemon up on aarch64, one Generate answering
-Paris); the rest carry the marker `arm` and run in `make test-arm`. Nothing here times anything:
-emulation speed is no phone figure.
+Every test here carries the marker `arm` (`make test-arm` runs them all); the first two also carry
+`arm_smoke` (daemon up on aarch64, one Generate answering Paris), the part `make test` and CI run.
+Nothing here times anything: emulation speed is no phone figure.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.arm.conftest import SD8G3, EmulatedDaemon, mnn_backend
 
 # Emulation is slow: the first build (~4 min), a model load with its warm-up, a 200-token window
 # run each take minutes.
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.arm, pytest.mark.timeout(1800)]
 
 CAPITAL = [("user", "What is the capital of France?")]
 REPORT = Path(__file__).resolve().parents[2] / ".cache" / "arm64" / "last-run.json"
@@ -35,6 +35,7 @@ def remember(**facts: object) -> None:
     REPORT.write_text(json.dumps({**old, **facts}, indent=1))
 
 
+@pytest.mark.arm_smoke
 def test_the_daemon_runs_on_aarch64_and_mnn_picks_its_fp16_backend(
     arm_env: ArmEnv, arm_daemon: EmulatedDaemon
 ) -> None:
@@ -57,6 +58,7 @@ def test_the_daemon_runs_on_aarch64_and_mnn_picks_its_fp16_backend(
     remember(kleidiai="KleidiAI is running" in arm_daemon.log_text())
 
 
+@pytest.mark.arm_smoke
 def test_greedy_capital_answers_paris(arm_daemon: EmulatedDaemon) -> None:
     with DaemonClient(arm_daemon.target, timeout=600) as client:
         out = client.generate(messages=CAPITAL, max_new_tokens=24)
@@ -65,7 +67,6 @@ def test_greedy_capital_answers_paris(arm_daemon: EmulatedDaemon) -> None:
     assert out.finish_reason == "stop"
 
 
-@pytest.mark.arm
 def test_telemetry_streams_the_fixture_sysfs_tree(arm_daemon: EmulatedDaemon) -> None:
     zones = {}
     for zone in sorted((SD8G3 / "sys" / "class" / "thermal").glob("thermal_zone*")):
@@ -91,7 +92,6 @@ def test_telemetry_streams_the_fixture_sysfs_tree(arm_daemon: EmulatedDaemon) ->
     remember(telemetry_zones=len(got))
 
 
-@pytest.mark.arm
 def test_a_long_generation_slides_the_window_and_stays_coherent(arm_daemon: EmulatedDaemon) -> None:
     request = device_pb2.GenerateRequest(
         messages=[
@@ -116,7 +116,6 @@ def test_a_long_generation_slides_the_window_and_stays_coherent(arm_daemon: Emul
     assert "<|im_start|>" not in text and "\ufffd" not in text
 
 
-@pytest.mark.arm
 def test_push_and_load_of_a_second_artifact(arm_daemon: EmulatedDaemon, second_artifact: Path) -> None:
     with grpc.insecure_channel(arm_daemon.target) as channel:
         report = Pusher(channel, second_artifact).run()
