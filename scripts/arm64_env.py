@@ -291,7 +291,7 @@ WARM_IMPORTS = (
     "google.protobuf",
     "structlog",
     "edgellm.cli",
-    "edgellm.device.server",
+    "edgellm.device.rpc.server",
     "edgellm.client.client",
     "pytest",
     "pytest_asyncio",
