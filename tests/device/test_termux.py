@@ -65,7 +65,7 @@ def test_device_code_under_termuxs_platform_values(monkeypatch: pytest.MonkeyPat
 def test_the_daemon_command_imports_nothing_of_the_host_side() -> None:
     """`edgellm daemon` must start with the phone's packages: grpcio, protobuf, numpy, MNN, structlog."""
     code = (
-        "import sys, edgellm.cli as c, edgellm.device.server\n"
+        "import sys, edgellm.cli as c, edgellm.device.rpc.server\n"
         "c.build_parser().parse_args(['daemon', '--port', '0'])\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
     )
