@@ -157,7 +157,8 @@ def run_case(case: Case, threads: int) -> dict[str, Any]:
     if done.returncode != 0:
         return {"error": (done.stdout + done.stderr)[-2000:]}
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    cpu = MNN_CPU_LINE.search(done.stdout)
+    # MNN prints its CPU probe with C printf; the engine sends fd 1 to stderr while it loads.
+    cpu = MNN_CPU_LINE.search(done.stdout + done.stderr)
     result["mnn_cpu"] = cpu.group(0) if cpu else ""
     return {**asdict(case), **result}
 
