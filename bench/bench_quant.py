@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from edgellm.common.paths import cache_dir
+from edgellm.host.builder.loaded import LoadedModel
+from edgellm.host.builder.pipeline import build_artifact
 from edgellm.host.evaluate.evaluate import EvalConfig
-from edgellm.host.quantize.pipeline import Session, resolve_model_dir
 from edgellm.host.quantize.plan import QuantPlan, preset
 
 
@@ -49,7 +50,7 @@ def main() -> None:
             rows |= json.loads(path.read_text())
         print(markdown(rows))
         return
-    session = Session.open(resolve_model_dir("default"), EvalConfig(tokens=args.tokens))
+    loaded = LoadedModel.open("default", EvalConfig(tokens=args.tokens))
     rows = json.loads(args.out.read_text()) if args.out.is_file() else {}
     for name in args.configs:
         start, cpu = time.perf_counter(), time.process_time()
@@ -59,15 +60,16 @@ def main() -> None:
 
             slots = mnn_weights.linears(mnn_weights.graph_json(cache_dir() / "bench" / "mixed-gptq-b64"))
             mixed = sum(slot.code_bytes + slot.alpha_len for slot in slots.values())
-            result = search_plan(session, 0.5, cache_dir() / "bench" / name, method="gptq", size_budget=mixed)
+            base = preset("int4", method="gptq")
+            result = search_plan(loaded, base, 0.5, cache_dir() / "bench" / name, size_budget=mixed)
         elif name.startswith("auto-"):
             from edgellm.host.quantize.auto import search_plan
 
             budget = float(name.split("-")[1]) / 100
             out = cache_dir() / "bench" / name
-            result = search_plan(session, budget, out, method="gptq")
+            result = search_plan(loaded, preset("int4", method="gptq"), budget, out)
         else:
-            result = session.build(plan_for(name), cache_dir() / "bench" / name)
+            result = build_artifact(loaded, plan_for(name), cache_dir() / "bench" / name).summary()
         result["wall_seconds"] = round(time.perf_counter() - start, 1)
         result["cpu_seconds"] = round(time.process_time() - cpu, 1)  # excludes the llmexport subprocess
         rows[name] = result
@@ -77,10 +79,15 @@ def main() -> None:
         print(
             f"{name:14s} fp {r['fp']['ppl']:.3f} torch {r['torch']['ppl']:.3f} mnn {r['mnn']['ppl']:.3f} "
             f"top1 {r['mnn']['top1']:.3f} kl {r['mnn']['kl']:.4f} size {result['size_bytes'] / 1e6:.1f}MB "
-            f"quant {result['quantize_seconds']:.0f}s cpu {result['cpu_seconds']:.0f}s "
+            f"quant {quantize_seconds(result):.0f}s cpu {result['cpu_seconds']:.0f}s "
             f"wall {result['wall_seconds']:.0f}s",
             flush=True,
         )
+
+
+def quantize_seconds(row: dict[str, Any]) -> float:
+    """Quantization wall seconds of a result row (rows written before the one builder kept them flat)."""
+    return float(row["seconds"]["quantize"] if "seconds" in row else row["quantize_seconds"])
 
 
 ORDER = ("rtn-b64", "awq-b64", "gptq-b64", "rtn-b32", "mixed-gptq-b64", "auto-3", "auto-8", "auto-size-mixed")
@@ -106,7 +113,7 @@ def markdown(rows: dict[str, Any]) -> str:
         out.append(
             f"| {name} | {t:.3f} | {m:.3f} | {m / t - 1:+.2%} | {m / fp - 1:+.1%} | "
             f"{e['mnn']['top1']:.3f} | {e['mnn']['kl']:.4f} | {r['size_bytes'] / 1e6:.1f} | "
-            f"{r['quantize_seconds']:.0f} | {cpu} | {r.get('wall_seconds', 0):.0f} | {bench_cpu} |"
+            f"{quantize_seconds(r):.0f} | {cpu} | {r.get('wall_seconds', 0):.0f} | {bench_cpu} |"
         )
     return "\n".join(out)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgellm.common.mnn_llm import MnnLlm, rows
 from edgellm.device.governor.actuators import set_process_affinity
 
 
@@ -25,28 +26,25 @@ def pin_all_threads(cpus: set[int]) -> set[int]:
 
 def measure(config: Path, threads: int, pin: set[int] | None, prompt: int, decode: int) -> dict[str, float]:
     """Load with `threads`, optionally pin, then time a prefill and a greedy decode."""
-    from edgellm.common.mnn import import_mnn_llm
-
-    mnn_llm = import_mnn_llm()
+    # Why through MnnLlm: it applies the settings as a dict before load(). An earlier version
+    # passed json.dumps(...), which pymnn 3.6.1 ignores, so thread_num stayed at config.json's.
     t0 = time.perf_counter()
-    llm = mnn_llm.create(str(config))
-    llm.set_config(json.dumps({"thread_num": threads, "backend_type": "cpu", "precision": "low"}))
-    llm.load()
+    llm = MnnLlm.open(config, {"thread_num": threads, "backend_type": "cpu", "precision": "low"})
     load_s = time.perf_counter() - t0
     full = set(os.sched_getaffinity(0))
     if pin is not None:
         pin_all_threads(pin)
-    ids = [int(t) for t in llm.tokenizer_encode("The history of the city " * 40)][:prompt]
+    ids = llm.encode("The history of the city " * 40)[:prompt]
     best_p, best_d = 0.0, 0.0
     for _ in range(2):
         llm.reset()
         t = time.perf_counter()
-        logits = np.asarray(llm.forward(ids).read()).reshape(-1)
+        logits = rows(llm.forward(ids))[-1]
         best_p = max(best_p, len(ids) / (time.perf_counter() - t))
         tok = int(np.argmax(logits))
         t = time.perf_counter()
         for _ in range(decode):
-            tok = int(np.argmax(np.asarray(llm.forward([tok]).read()).reshape(-1)))
+            tok = int(np.argmax(rows(llm.forward([tok]))[-1]))
         best_d = max(best_d, decode / (time.perf_counter() - t))
     pin_all_threads(full)
     del llm

@@ -30,13 +30,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def default_artifact() -> Path:
     """The real default artifact (built once by `make artifact`, or here if missing)."""
-    env = os.environ.get("EDGELLM_DEFAULT_ARTIFACT")
-    path = Path(env) if env else default_artifact_dir()
-    if not (path / "manifest.json").exists():
-        from edgellm.host.convert.pipeline import ensure_default_artifact
+    from edgellm.host.convert.pipeline import ensure_default_artifact
 
-        path = ensure_default_artifact(path)
-    return path
+    env = os.environ.get("EDGELLM_DEFAULT_ARTIFACT")
+    return ensure_default_artifact(Path(env) if env else default_artifact_dir())
 
 
 @pytest.fixture(scope="session")

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 import torch
 
-from edgellm.host.quantize.pipeline import Session
+from edgellm.host.builder.loaded import LoadedModel
 
 _MEMO: dict[str, Any] = {}
 
 
 def _tokenizer_dir() -> Path:
-    from edgellm.host.quantize.pipeline import resolve_model_dir
+    from edgellm.host.builder.source import checkpoint, resolve_source
 
-    return resolve_model_dir("default")
+    return checkpoint(resolve_source("default"))
 
 
 @pytest.fixture(scope="session")
@@ -52,26 +52,27 @@ def tiny_hf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_session(tiny_hf: Path) -> Session:
-    """A quantization session over the tiny model with a short evaluation."""
+def tiny_model(tiny_hf: Path) -> LoadedModel:
+    """The tiny model loaded for quantization, with a short evaluation."""
     from edgellm.host.evaluate.evaluate import EvalConfig
 
-    if "session" not in _MEMO:
-        _MEMO["session"] = Session.open(tiny_hf, EvalConfig(tokens=192, context=96, stride=48))
-    session: Session = _MEMO["session"]
-    return session
+    if "loaded" not in _MEMO:
+        _MEMO["loaded"] = LoadedModel.open(str(tiny_hf), EvalConfig(tokens=192, context=96, stride=48))
+    loaded: LoadedModel = _MEMO["loaded"]
+    return loaded
 
 
 @pytest.fixture(scope="session")
 def tiny_artifact(
-    tiny_session: Session, tmp_path_factory: pytest.TempPathFactory
+    tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, dict[str, Any]]:
     """A real MNN artifact of the tiny model: GPTQ, `mixed` plan, block 32, small calibration."""
+    from edgellm.host.builder.pipeline import build_artifact
     from edgellm.host.quantize.plan import Calibration, preset, with_calibration
 
     plan = with_calibration(preset("mixed", method="gptq", block=32), Calibration(samples=8, seq_len=64))
     if "artifact" not in _MEMO:
         out = tmp_path_factory.mktemp("tiny-art") / "art"
-        _MEMO["artifact"] = (out, tiny_session.build(plan, out))
+        _MEMO["artifact"] = (out, build_artifact(tiny_model, plan, out).summary())
     artifact: tuple[Path, dict[str, Any]] = _MEMO["artifact"]
     return artifact

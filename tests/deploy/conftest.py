@@ -87,6 +87,8 @@ def rig(phone_daemon: ThreadDaemon, tmp_path: Path) -> Iterator[Rig]:
         config = DeployConfig(
             adb=AdbServer("127.0.0.1", adb.port),
             local_port=free_port(),
+            # Why a free port: the default 58022 is fixed, so two test runs on one host collided.
+            ssh_local_port=free_port(),
             wheel=fake_wheel(tmp_path),
             health_timeout_s=20.0,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.common.runtime import Runtime
 from edgellm.device.engine.config import KvQuant, attention_mode
 from edgellm.device.kv_window import WindowPolicy, eviction_range, system_prompt_length
 
@@ -60,6 +61,6 @@ def test_default_chunk_is_a_quarter_window() -> None:
 def test_int8_kv_refuses_to_slide_by_erase() -> None:
     """MNN 3.6.1 truncates a quantized KV cache at an erase: the daemon says so instead of loading."""
     with pytest.raises(FailedPrecondition, match="reprefill"):
-        attention_mode(KvQuant.INT8, slides_by_erase=True)
-    assert attention_mode(KvQuant.INT8, slides_by_erase=False) == 10
-    assert attention_mode(KvQuant.FP, slides_by_erase=True) == 8
+        attention_mode(Runtime(), KvQuant.INT8, slides_by_erase=True)
+    assert attention_mode(Runtime(), KvQuant.INT8, slides_by_erase=False) == 10
+    assert attention_mode(Runtime(), KvQuant.FP, slides_by_erase=True) == 8

@@ -53,3 +53,16 @@ def test_lower_layers_never_import_upper_ones() -> None:
 def test_the_domain_modules_import_neither_the_core_nor_grpc_messages() -> None:
     files = [DEVICE / f"{name}.py" for name in DOMAIN_MODULES]
     assert violations(files, ("edgellm.device.core", "edgellm.device.rpc", "edgellm.v1")) == []
+
+
+def test_common_imports_none_of_the_programs() -> None:
+    """`edgellm.common` is shared by host, device and client, so it may import none of them."""
+    common = DEVICE.parent / "common"
+    banned = ("edgellm.device", "edgellm.host", "edgellm.client", "edgellm.cli", "edgellm.deploy")
+    found = [
+        f"common/{f.relative_to(common)} imports {name}"
+        for f in sorted(common.rglob("*.py"))
+        for name in sorted(imports_of(f))
+        if name.startswith(banned)
+    ]
+    assert found == []

@@ -24,5 +24,5 @@ def test_truncated_and_bad_magic_are_refused(tmp_path: Path) -> None:
     (tmp_path / "cut.bin").write_bytes(data[:-1])
     (tmp_path / "bad.bin").write_bytes(b"XXXX" + data[4:])
     for name in ("cut.bin", "bad.bin"):
-        with pytest.raises(ValueError, match="token table"):
+        with pytest.raises(ValueError, match=r"bad magic|truncated"):
             TokenTable(tmp_path / name)

@@ -20,6 +20,7 @@ from edgellm.device.artifact import open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
+from tests.manifests import manifest_doc, manifest_for
 
 
 def make_artifact(root: Path, sizes: dict[str, int], name: str = "fake", seed: int = 0) -> Path:
@@ -32,13 +33,13 @@ def make_artifact(root: Path, sizes: dict[str, int], name: str = "fake", seed: i
         data = _bytes(size, seed * 1000 + i)
         p.write_bytes(data)
         files.append({"path": rel, "size": size, "sha256": hashlib.sha256(data).hexdigest()})
-    manifest = {"format": 1, "name": name, "files": files}
-    (root / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    (root / "manifest.json").write_text(manifest_for(files, name).to_json())
     return root
 
 
-def write_manifest(root: Path, doc: dict[str, object]) -> str:
-    """Write an arbitrary manifest document; return its text."""
+def write_manifest(root: Path, files: list[dict[str, Any]]) -> str:
+    """Write a schema-valid manifest listing ``files`` (which may lie); return its text."""
+    doc = manifest_doc(files)
     root.mkdir(parents=True, exist_ok=True)
     text = json.dumps(doc)
     (root / "manifest.json").write_text(text)
@@ -220,15 +221,15 @@ async def test_corrupted_chunk_discards_only_that_file(dev: RunningDaemon, tmp_p
 async def test_lying_manifest_is_refused(dev: RunningDaemon, tmp_path: Path) -> None:
     data = b"x" * 5000
     sha = hashlib.sha256(data).hexdigest()
-    short = write_manifest(tmp_path / "s", {"files": [{"path": "a", "size": 100, "sha256": sha}]})
+    short = write_manifest(tmp_path / "s", [{"path": "a", "size": 100, "sha256": sha}])
     with pytest.raises(grpc.RpcError) as err:
         await asyncio.to_thread(_raw_push, dev.port, short, [("a", 0, data)])
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "past" in str(err.value.details())
-    wrong = write_manifest(tmp_path / "w", {"files": [{"path": "a", "size": 5000, "sha256": "a" * 64}]})
+    wrong = write_manifest(tmp_path / "w", [{"path": "a", "size": 5000, "sha256": "a" * 64}])
     with pytest.raises(grpc.RpcError) as err:
         await asyncio.to_thread(_raw_push, dev.port, wrong, [("a", 0, data)])
     assert "sha256" in str(err.value.details())
-    unlisted = write_manifest(tmp_path / "u", {"files": [{"path": "a", "size": 5000, "sha256": sha}]})
+    unlisted = write_manifest(tmp_path / "u", [{"path": "a", "size": 5000, "sha256": sha}])
     with pytest.raises(grpc.RpcError) as err:
         await asyncio.to_thread(_raw_push, dev.port, unlisted, [("b", 0, data)])
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from pathlib import Path
 
 import grpc
@@ -15,6 +13,7 @@ from edgellm.common.push_wire import decode, encode_chunk, encode_manifest
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import start_server
 from edgellm.v1 import device_pb2
+from tests.manifests import manifest_for
 
 CASES = [
     ("weights/llm.mnn.weight", 0, b"\x00\x01" * 700),
@@ -86,9 +85,7 @@ async def test_daemon_answers_malformed_push_with_invalid_argument(tmp_path: Pat
         def push_garbage() -> None:
             with grpc.insecure_channel(f"127.0.0.1:{d.port}") as ch:
                 call: grpc.StreamUnaryMultiCallable[bytes, bytes] = ch.stream_unary(PUSH_METHOD)
-                manifest = json.dumps(
-                    {"files": [{"path": "a", "size": 3, "sha256": hashlib.sha256(b"abc").hexdigest()}]}
-                )
+                manifest = manifest_for({"a": b"abc"}).to_json()
                 call(iter([encode_manifest(manifest), b"\x12\x09\x0a\x01"]), timeout=30)
 
         with pytest.raises(grpc.RpcError) as err:

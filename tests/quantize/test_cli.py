@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,3 +41,32 @@ def test_ppl_budget_accepts_percent_and_fraction() -> None:
     for bad in ("three", "-1%", "0"):
         with pytest.raises(argparse.ArgumentTypeError):
             relative_budget(bad)
+
+
+def test_eval_without_an_fp_reference_says_so_instead_of_printing_zeros(
+    tiny_artifact: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    path, _ = tiny_artifact
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for f in path.iterdir():
+        (moved / f.name).symlink_to(f.resolve())
+    (moved / "manifest.json").unlink()
+    doc = json.loads((path / "manifest.json").read_text())
+    doc["source"]["hf_dir"] = str(tmp_path / "gone")  # built on another host
+    (moved / "manifest.json").write_text(json.dumps(doc))
+    assert main(["eval", str(moved), "--tokens", "128", "--context", "64", "--stride", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "top-1 and KL not measured: no fp reference" in out and "gone" in out
+    assert (
+        "0.0000" not in out and "first 128 tokens of wikitext2-test.txt, windows of 64 tokens every 32" in out
+    )
+
+
+def test_a_converted_artifact_records_its_fp_reference(default_artifact: Path) -> None:
+    from edgellm.host.evaluate.artifact import reference_dir
+
+    reference, why = reference_dir(default_artifact)
+    assert reference is not None and (reference / "config.json").is_file() and why == ""

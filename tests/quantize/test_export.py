@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,20 +9,23 @@ import numpy as np
 import pytest
 import torch
 
+from edgellm.common.artifact_files import read_manifest
+from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.quantize import mnn_weights
 from edgellm.host.quantize.export import carry_weights
 from edgellm.host.quantize.grid import rtn_quantize
-from edgellm.host.quantize.pipeline import Session
 
 
 def test_artifact_has_manifest_plan_and_exact_round_trip(tiny_artifact: tuple[Path, dict[str, Any]]) -> None:
     path, result = tiny_artifact
-    manifest = json.loads((path / "manifest.json").read_text())
-    q = manifest["quantization"]
-    assert q["plan"]["name"] == "mixed" and q["method"] == "gptq"
-    assert q["export"]["round_trip_exact"] is True
-    assert q["calibration"]["file"].endswith("wikitext2-valid.txt")
-    names = {f["path"] for f in manifest["files"]}
+    manifest, _ = read_manifest(path)
+    q = manifest.quantization
+    assert q.plan["name"] == "mixed" and q.method == "gptq"
+    assert q.round_trip_exact is True
+    assert q.calibration is not None and q.calibration.file.endswith("wikitext2-valid.txt")
+    assert manifest.source.format == "hf" and manifest.source.hf_dir == str(Path(manifest.source.path))
+    assert manifest.model.head_dim == 16 and manifest.model.architecture == "llama"
+    names = {f.path for f in manifest.files}
     assert {"llm.mnn", "llm.mnn.weight", "config.json", "tokens.bin"} <= names
     assert "llm.mnn.json" not in names and not any(p.name.startswith(".") for p in path.iterdir())
     res = result["evaluation"]["results"]
@@ -41,7 +43,7 @@ def test_weights_read_back_match_and_mixed_bits(tiny_artifact: tuple[Path, dict[
 
 
 def test_mnn_logits_equal_torch_quantized(
-    tiny_artifact: tuple[Path, dict[str, Any]], tiny_session: Session
+    tiny_artifact: tuple[Path, dict[str, Any]], tiny_model: LoadedModel
 ) -> None:
     """With weights dequantized at load (memory=normal) MNN matches torch to float rounding."""
     from edgellm.host.evaluate.scorers import MnnScorer, TorchScorer
@@ -49,14 +51,14 @@ def test_mnn_logits_equal_torch_quantized(
     from edgellm.host.quantize.plan import preset
 
     path, _ = tiny_artifact
-    ids = tiny_session.eval_ids[:64]
+    ids = tiny_model.eval_ids[:64]
     scorer = MnnScorer(path, {"memory": "normal"})
     mnn = scorer(ids)
     assert np.array_equal(mnn, scorer(ids))  # deterministic run to run
     # The torch side is rebuilt from the integers in the artifact, not from the quantizer.
     import copy
 
-    model = copy.deepcopy(tiny_session.model)
+    model = copy.deepcopy(tiny_model.model)
     quantize_model(model, preset("int8"), None)  # any plan: weights are overwritten next
     slots = mnn_weights.linears(mnn_weights.graph_json(path))
     for op, slot in slots.items():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -10,17 +9,11 @@ import pytest
 
 from edgellm.common.errors import InvalidArgument, NotFound, ResourceExhausted
 from edgellm.device.store import ArtifactStore, check_path, parse_manifest
+from tests.manifests import manifest_doc, manifest_for
 
 
 def _manifest(files: dict[str, bytes], name: str = "m") -> str:
-    return json.dumps(
-        {
-            "name": name,
-            "files": [
-                {"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for p, d in files.items()
-            ],
-        }
-    )
+    return manifest_for(files, name).to_json()
 
 
 def _install(store: ArtifactStore, files: dict[str, bytes], name: str = "m") -> str:
@@ -42,6 +35,12 @@ def test_unsafe_names_are_refused(name: str) -> None:
         check_path(name)
 
 
+def _with_files(entries: list[dict[str, object]]) -> str:
+    doc = manifest_doc({"x": b"x"})
+    doc["files"] = entries
+    return json.dumps(doc)
+
+
 def test_link_entries_and_bad_fields_are_refused() -> None:
     sha = "0" * 64
     for entry in (
@@ -52,13 +51,13 @@ def test_link_entries_and_bad_fields_are_refused() -> None:
         {"path": "a", "size": 1, "sha256": "XYZ"},
     ):
         with pytest.raises(InvalidArgument):
-            parse_manifest(json.dumps({"files": [entry]}))
-    dup = {"files": [{"path": "a", "size": 1, "sha256": sha}, {"path": "a", "size": 1, "sha256": sha}]}
+            parse_manifest(_with_files([entry]))
+    dup = [{"path": "a", "size": 1, "sha256": sha}, {"path": "a", "size": 1, "sha256": sha}]
     with pytest.raises(InvalidArgument, match="twice"):
-        parse_manifest(json.dumps(dup))
-    nested = {"files": [{"path": "a", "size": 1, "sha256": sha}, {"path": "a/b", "size": 1, "sha256": sha}]}
+        parse_manifest(_with_files(dup))
+    nested = [{"path": "a", "size": 1, "sha256": sha}, {"path": "a/b", "size": 1, "sha256": sha}]
     with pytest.raises(InvalidArgument, match="directory"):
-        parse_manifest(json.dumps(nested))
+        parse_manifest(_with_files(nested))
 
 
 def test_identical_files_are_stored_once(tmp_path: Path) -> None:

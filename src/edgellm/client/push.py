@@ -10,8 +10,10 @@ from pathlib import Path
 
 import grpc
 
+from edgellm.common.errors import EdgeError
+from edgellm.common.manifest import MANIFEST, FileEntry
+from edgellm.common.push_manifest import PUSH_STATUS_KEY, PushManifest, parse_manifest
 from edgellm.common.push_wire import encode_chunk, encode_manifest
-from edgellm.device.store.manifest import MANIFEST, PUSH_STATUS_KEY, FileEntry, PushManifest, parse_manifest
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 CHUNK_BYTES = 1 << 20
@@ -54,7 +56,10 @@ ProgressFn = Callable[[PushProgress], None]
 def load_local(artifact_dir: Path) -> tuple[str, PushManifest]:
     """Read and check an artifact directory: a safe manifest and regular files of the listed sizes."""
     text = (artifact_dir / MANIFEST).read_text(encoding="utf-8")
-    manifest = parse_manifest(text)
+    try:
+        manifest = parse_manifest(text)
+    except EdgeError as err:  # e.g. an artifact built by an older edgellm: say so before connecting
+        raise ValueError(f"{artifact_dir}: {err}") from err
     root = artifact_dir.resolve()
     for f in manifest.files:
         p = artifact_dir / f.path

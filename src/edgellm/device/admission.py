@@ -28,21 +28,17 @@ class MemoryNeed:
         return self.weights + self.kv + self.margin
 
 
-def kv_bytes(artifact: Artifact, tokens: int, bytes_per_value: int = 2) -> int:
-    """KV cache size for `tokens` positions from the manifest's model shape (Llama defaults if absent)."""
-    m = artifact.manifest.get("model", {})
-    layers = int(m.get("num_hidden_layers") or m.get("num_layers") or 30)
-    kv_heads = int(m.get("num_key_value_heads") or m.get("num_kv_heads") or 3)
-    hidden = int(m.get("hidden_size") or 576)
-    heads = int(m.get("num_attention_heads") or 9)
-    head_dim = int(m.get("head_dim") or hidden // max(heads, 1))
-    return 2 * layers * kv_heads * head_dim * tokens * bytes_per_value
+def kv_bytes(artifact: Artifact, tokens: int, attention_mode: int) -> int:
+    """KV-cache bytes for `tokens` positions of this artifact at an MNN attention_mode."""
+    return artifact.manifest.model.kv_bytes(tokens, attention_mode)
 
 
-def memory_need(artifact: Artifact, kv_tokens: int, margin: int) -> MemoryNeed:
-    """Weights (the artifact's bytes) + KV for kv_tokens + margin."""
+def memory_need(artifact: Artifact, kv_tokens: int, margin: int, attention_mode: int) -> MemoryNeed:
+    """Weights (the artifact's bytes) + KV for kv_tokens (the context when 0) + margin."""
     tokens = min(kv_tokens, artifact.context_length) if kv_tokens else artifact.context_length
-    return MemoryNeed(weights=artifact.size_bytes, kv=kv_bytes(artifact, tokens), margin=margin)
+    return MemoryNeed(
+        weights=artifact.size_bytes, kv=kv_bytes(artifact, tokens, attention_mode), margin=margin
+    )
 
 
 def admit(need: MemoryNeed, mem: MemInfo, freed_by_unload: int = 0) -> None:

@@ -33,7 +33,9 @@ class DaemonConfig:
     kv_chunk: int = 0  # tokens evicted at once; 0 = a quarter of the window
     kv_method: KvMethod = KvMethod.ERASE  # erase (keep positions) or reprefill (rebuild the kept tokens)
     kv_tiers: tuple[int, ...] = ()  # KV budgets below the window, e.g. (512,): grow only if memory allows
-    kv_quant: KvQuant = KvQuant.FP  # KV cache precision: fp or int8 (MNN attention_mode 8 / 10)
+    # KV cache precision over the artifact's own (its manifest's runtime.attention_mode): None keeps
+    # the artifact's; fp, int8_k, int8_kv (or int8, the same as int8_kv) override it, logged.
+    kv_quant: KvQuant | None = None
     warmup: bool = True
     warmup_tokens: int = 256  # warm-up prefill length (capped by the first KV budget); sizes MNN's buffers
     grace_seconds: float = 2.0

@@ -21,9 +21,10 @@ from typing import IO, Any
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from edgellm.common.logs import get_logger
+from edgellm.common.manifest import FileEntry
+from edgellm.common.push_manifest import PushManifest, parse_manifest
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.artifact import Artifact
-from edgellm.device.store.manifest import FileEntry, PushManifest, parse_manifest
 from edgellm.device.store.store import ArtifactStore, StoreStatus
 
 log = get_logger(__name__)

@@ -7,7 +7,6 @@ and streams the job's events. A client that disconnects only stops its own strea
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,10 @@ import grpc
 
 from edgellm.common.errors import InvalidArgument, NotFound
 from edgellm.common.grpc_util import server_stream
+from edgellm.common.paths import resolve_artifact
 from edgellm.host.jobs import Job, JobManager, JobUpdate, Progress
-from edgellm.host.quantize.plan import BITS, METHODS, PRESETS, PlanError, QuantPlan, plan_from_json, preset
+from edgellm.host.quantize.plan import PlanError
+from edgellm.host.quantize.run import QuantizeJob, make_job, run_job
 from edgellm.v1 import common_pb2, host_pb2
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -39,68 +40,38 @@ def to_event(update: JobUpdate) -> host_pb2.JobEvent:
     )
 
 
-def make_plan(spec: str, method: str, bits: int, block: int) -> QuantPlan:
-    """A plan from a preset name, a JSON document or a plan file (``auto`` is handled by the caller)."""
-    try:
-        if spec.lstrip().startswith("{"):
-            return plan_from_json(json.loads(spec))
-        if spec in ("int4", "mixed"):
-            plan = preset(spec, method=method, block=block)
-            return plan if bits != 8 else preset("int8", method=method, block=block)
-        if spec == "int8":
-            return preset("int8", method=method, block=block)
-        path = Path(spec)
-        if path.is_file():
-            from edgellm.host.quantize.plan import load_plan
-
-            return load_plan(path)
-    except (PlanError, json.JSONDecodeError) as exc:
-        raise InvalidArgument(f"bad plan: {exc}") from exc
-    raise InvalidArgument(f"plan must be one of {PRESETS}, a JSON document or a plan file; got {spec!r}")
-
-
-def check_quantize(req: host_pb2.QuantizeRequest) -> tuple[QuantPlan | None, float]:
-    """Validate a QuantizeRequest; returns the plan (None for auto) and the budget."""
+def check_quantize(req: host_pb2.QuantizeRequest) -> QuantizeJob:
+    """Validate a QuantizeRequest into a job (the CLI's defaults: unset fields are None)."""
     if not req.model:
         raise InvalidArgument("model is required ('default' or a Hugging Face directory)")
     if req.model != "default" and not (Path(req.model) / "config.json").is_file():
         raise NotFound(f"{req.model} is not a Hugging Face checkpoint directory")
-    method = req.method or "gptq"
-    if method not in METHODS:
-        raise InvalidArgument(f"method must be one of {METHODS}, got {method!r}")
-    bits = req.bits or 4
-    if bits not in BITS:
-        raise InvalidArgument(f"bits must be one of {BITS}, got {bits}")
     if not req.output_dir:
         raise InvalidArgument("output_dir is required")
-    block = req.block if req.block else (64 if req.plan in ("", "int4", "mixed", "auto") else 0)
-    if req.plan == "auto":
-        if not 0 < req.ppl_budget < 1:
-            raise InvalidArgument(f"plan auto needs ppl_budget in (0, 1), e.g. 0.03; got {req.ppl_budget}")
-        return None, req.ppl_budget
-    return make_plan(req.plan or "int4", method, bits, block), 0.0
+    if req.plan == "auto" and not 0 < req.ppl_budget < 1:
+        raise InvalidArgument(f"plan auto needs ppl_budget in (0, 1), e.g. 0.03; got {req.ppl_budget}")
+    try:
+        return make_job(
+            req.model,
+            req.plan or "int4",
+            Path(req.output_dir),
+            budget=req.ppl_budget or None,
+            method=req.method or None,
+            bits=req.bits or None,
+            block=req.block or None,  # proto3 cannot tell 0 from unset: per channel needs a JSON plan
+        )
+    except PlanError as exc:
+        raise InvalidArgument(f"bad plan: {exc}") from exc
 
 
 def run_quantize(req: host_pb2.QuantizeRequest, progress: Progress) -> dict[str, Any]:
     """The Quantize job's core."""
-    from edgellm.host.evaluate.evaluate import EvalConfig
-    from edgellm.host.quantize.pipeline import Session, resolve_model_dir
-
-    plan, budget = check_quantize(req)
-    progress(0.0, "load: model and evaluation text")
-    session = Session.open(resolve_model_dir(req.model), EvalConfig())
-    if plan is None:
-        from edgellm.host.quantize.auto import search_plan
-
-        return search_plan(
-            session, budget, Path(req.output_dir), req.method or "gptq", req.block or 64, progress
-        )
-    return session.build(plan, Path(req.output_dir), progress)
+    return run_job(check_quantize(req), progress)
 
 
 def check_evaluate(req: host_pb2.EvaluateRequest) -> None:
     """Validate an EvaluateRequest."""
-    if not (Path(req.artifact_dir) / "config.json").is_file():
+    if not (resolve_artifact(req.artifact_dir) / "config.json").is_file():
         raise NotFound(f"no MNN artifact at {req.artifact_dir!r} (config.json missing)")
     if req.text_file and not Path(req.text_file).is_file():
         raise NotFound(f"text file {req.text_file} not found")
@@ -113,7 +84,7 @@ def run_evaluate(req: host_pb2.EvaluateRequest, progress: Progress) -> dict[str,
     from edgellm.host.evaluate.artifact import evaluate_artifact, reference_dir
     from edgellm.host.evaluate.evaluate import EvalConfig
 
-    artifact = Path(req.artifact_dir)
+    artifact = resolve_artifact(req.artifact_dir)
     tokens = req.tokens or 2048
     cfg = EvalConfig(
         text_file=Path(req.text_file) if req.text_file else None,
@@ -121,7 +92,9 @@ def run_evaluate(req: host_pb2.EvaluateRequest, progress: Progress) -> dict[str,
         context=min(512, tokens),
         stride=min(256, tokens),
     )
-    return evaluate_artifact(artifact, cfg, reference_dir(artifact), progress=progress)
+    reference, why = reference_dir(artifact)
+    result = evaluate_artifact(artifact, cfg, reference, progress=progress)
+    return result if reference else {**result, "reference_missing": why}
 
 
 def check_scan(req: host_pb2.ScanOperatorsRequest) -> None:
@@ -130,7 +103,7 @@ def check_scan(req: host_pb2.ScanOperatorsRequest) -> None:
 
     if req.backend not in backends():
         raise InvalidArgument(f"backend must be one of {', '.join(backends())}, got {req.backend!r}")
-    path = Path(req.artifact_dir)
+    path = resolve_artifact(req.artifact_dir)
     if not (path / "llm.mnn").is_file() and not (path.is_file() and path.suffix == ".mnn"):
         raise NotFound(f"no llm.mnn at {req.artifact_dir!r}")
 
@@ -140,7 +113,7 @@ def run_scan(req: host_pb2.ScanOperatorsRequest, progress: Progress) -> dict[str
     from edgellm.host.scan.scan import scan
 
     progress(0.1, "scan: dumping graph")
-    return scan(Path(req.artifact_dir), req.backend).to_dict()
+    return scan(resolve_artifact(req.artifact_dir), req.backend).to_dict()
 
 
 class JobRpcs:

@@ -1,15 +1,20 @@
-"""`edgellm generate PROMPT`: stream tokens from the daemon and print a one-line summary."""
+"""`edgellm generate PROMPT|-`: stream tokens from the daemon and print a one-line summary."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-
-import grpc
+from pathlib import Path
 
 from edgellm.client.client import DaemonClient, build_request, finish_reason_name
-from edgellm.client.commands.common_args import add_sampling, add_target, report_rpc_error, sampling_kwargs
+from edgellm.client.commands.common_args import (
+    add_sampling,
+    add_target,
+    add_window,
+    read_text_arg,
+    sampling_kwargs,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -17,24 +22,40 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("generate", help="stream a completion from the device daemon")
     add_target(p)
     add_sampling(p)
-    p.add_argument("--chat", action="store_true", help="wrap the prompt as a user message (chat template)")
-    p.add_argument("--system", default=None, help="system message (implies --chat)")
-    p.add_argument("--quiet-stats", action="store_true", help="don't print the summary line")
-    p.add_argument("prompt", help="the prompt text")
+    add_window(p)
+    p.add_argument(
+        "--chat", action="store_true", help="send the prompt as a user message (the model's chat template)"
+    )
+    p.add_argument(
+        "--system",
+        default=None,
+        help="system message (implies --chat; default: the chat template's own system prompt)",
+    )
+    p.add_argument("--quiet-stats", action="store_true", help="don't print the summary line on stderr")
+    p.add_argument(
+        "--prompt-file", type=Path, default=None, metavar="FILE", help="read the prompt from FILE (UTF-8)"
+    )
+    p.add_argument(
+        "prompt", nargs="?", default="", help="the prompt text, or - to read it from stdin (any length)"
+    )
     p.set_defaults(handler=run)
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Stream one generation to stdout."""
+    """Stream one generation to stdout; the summary goes to stderr."""
+    text = read_text_arg(ns.prompt, ns.prompt_file)
     messages = None
-    prompt: str | None = ns.prompt
-    if ns.chat or ns.system:
-        messages = ([("system", ns.system)] if ns.system else []) + [("user", ns.prompt)]
+    prompt: str | None = text
+    if ns.chat or ns.system is not None:
+        # A chat message is stripped like a chat turn (`edgellm chat` sends lines without their ends).
+        messages = ([("system", ns.system)] if ns.system else []) + [("user", text.strip())]
         prompt = None
     request = build_request(
         prompt, messages, ns.max_new_tokens, ns.temperature, ns.seed, ns.stop, "", **sampling_kwargs(ns)
     )
+    request.kv_window = ns.kv_window
     out = sys.stdout
+    wrote = False
     try:
         with DaemonClient(ns.target) as client:
             start = time.perf_counter()
@@ -45,8 +66,10 @@ def run(ns: argparse.Namespace) -> int:
                         first = time.perf_counter() - start
                     out.write(response.text)
                     out.flush()
+                    wrote = True
                 if response.finish_reason:
                     out.write("\n")
+                    wrote = False
                     if not ns.quiet_stats:
                         s = response.stats
                         sys.stderr.write(
@@ -55,6 +78,7 @@ def run(ns: argparse.Namespace) -> int:
                             f"prefill {s.prompt_tokens} tok @ {s.prefill_tokens_per_second:.0f} tok/s · "
                             f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s\n"
                         )
-    except grpc.RpcError as err:
-        return report_rpc_error(err)
+    finally:
+        if wrote:  # interrupted mid-answer: end the line so the shell prompt starts clean
+            out.write("\n")
     return 0

@@ -168,7 +168,15 @@ class DaemonCore:
             engine_state=state,
             tokens_per_second=live if generating else self.scheduler.last_decode_tps,
             last_ttft_ms=self.scheduler.last_ttft_ms,
+            kv_tokens=self.kv_tokens,
+            throttled_seconds=gov.throttled_seconds,
         )
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens the engine's KV cache holds now (0 without a model)."""
+        loaded = self.models.loaded
+        return len(loaded.engine.history) if loaded is not None else 0
 
     async def update(self, change: ConfigUpdate) -> None:
         """UpdateConfig: validate every field first (nothing changes on INVALID_ARGUMENT), then apply.
@@ -215,11 +223,11 @@ class DaemonCore:
         raise InvalidArgument("give manifest_json or artifact_id")
 
     def delete_artifact(self, name: str) -> None:
-        """Delete an installed artifact; the loaded one is refused."""
-        art = self.store.resolve(name)
-        if self.models.is_loaded(art.artifact_id):
-            raise FailedPrecondition(f"artifact {art.artifact_id[:12]} is loaded; unload it first")
-        self.store.delete(art.artifact_id)
+        """Delete an installed artifact of any schema (unreadable too); the loaded one is refused."""
+        artifact_id = self.store.resolve_dir(name).name  # the directory, without parsing its manifest
+        if self.models.is_loaded(artifact_id):
+            raise FailedPrecondition(f"artifact {artifact_id[:12]} is loaded; unload it first")
+        self.store.delete(artifact_id)
 
     async def push(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
         """Receive a pushed artifact into the store (see edgellm.device.push)."""

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound
 from edgellm.common.logs import get_logger
+from edgellm.common.runtime import Runtime
 from edgellm.device.admission import admit, kv_bytes, memory_need
 from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.state import EngineState, LoadInfo
 from edgellm.device.engine.base import Engine
-from edgellm.device.engine.config import EngineConfig, KvQuant, attention_mode
+from edgellm.device.engine.config import EngineConfig, attention_mode
 from edgellm.device.kv_cache import KvCache
 from edgellm.device.kv_window import KvMethod, WindowPolicy
 from edgellm.device.store import ArtifactStore
@@ -81,8 +82,8 @@ class ModelLifecycle:
     async def load(self, path: Path) -> LoadInfo:
         """Load an artifact on the worker thread (replacing any loaded one) and warm it up."""
         artifact = open_artifact(path)
-        self.check_memory(artifact)
-        engine_config = self.engine_config()
+        engine_config = self.engine_config(artifact.runtime)
+        self.check_memory(artifact, engine_config.attention_mode)
         loaded = await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
         self.last_used = time.monotonic()
         self._remember(artifact)
@@ -110,7 +111,7 @@ class ModelLifecycle:
             policy,
             engine.special_id("<|im_start|>"),
             engine.special_id("<|im_end|>"),
-            can_grow=lambda extra: self.can_hold_kv(artifact, extra),
+            can_grow=lambda extra: self.can_hold_kv(artifact, extra, engine_config.attention_mode),
         )
         info = LoadInfo(artifact, engine.context_length, engine.load_ms, engine.warmup_ms)
         self.loaded = Loaded(info, engine, cache)
@@ -136,11 +137,12 @@ class ModelLifecycle:
             callback(loaded)
 
     # -- settings for a load -----------------------------------------------------------------------
-    def engine_config(self) -> EngineConfig:
-        """Runtime settings for the next load."""
+    def engine_config(self, runtime: Runtime) -> EngineConfig:
+        """Runtime settings for an artifact: its own, with the daemon's threads and --kv-quant (if set)."""
         c = self.config
         slides_by_erase = bool(c.kv_window) and c.kv_method == KvMethod.ERASE
-        return EngineConfig(threads=c.threads, attention_mode=attention_mode(c.kv_quant, slides_by_erase))
+        mode = attention_mode(runtime, c.kv_quant, slides_by_erase)
+        return EngineConfig.for_runtime(runtime, threads=c.threads, attention_mode=mode)
 
     def window_policy(self) -> WindowPolicy:
         """The daemon's sliding-window policy."""
@@ -155,17 +157,19 @@ class ModelLifecycle:
         return max(1, min(self.config.warmup_tokens, first_budget - 8))
 
     # -- memory admission --------------------------------------------------------------------------
-    def check_memory(self, artifact: Artifact) -> None:
-        """Refuse (ResourceExhausted) a model that MemAvailable cannot hold with its KV budget."""
+    def check_memory(self, artifact: Artifact, kv_mode: int) -> None:
+        """Refuse (ResourceExhausted) a model that MemAvailable cannot hold with its KV budget.
+
+        `kv_mode` is the MNN attention_mode the load will use (it sets the KV bytes per token).
+        """
         c = self.config
-        need = memory_need(artifact, c.kv_window or c.kv_budget_tokens, c.memory_margin_bytes)
+        need = memory_need(artifact, c.kv_window or c.kv_budget_tokens, c.memory_margin_bytes, kv_mode)
         freed = self.loaded.artifact.size_bytes if self.loaded is not None else 0
         admit(need, read_meminfo(c.proc_root), freed)
 
-    def can_hold_kv(self, artifact: Artifact, extra_tokens: int) -> bool:
-        """Whether MemAvailable covers `extra_tokens` more KV positions plus the margin."""
-        per_value = 1 if self.config.kv_quant == KvQuant.INT8 else 4
-        need = kv_bytes(artifact, extra_tokens, per_value) + self.config.memory_margin_bytes
+    def can_hold_kv(self, artifact: Artifact, extra_tokens: int, kv_mode: int) -> bool:
+        """Whether MemAvailable covers `extra_tokens` more KV positions at `kv_mode`, plus the margin."""
+        need = kv_bytes(artifact, extra_tokens, kv_mode) + self.config.memory_margin_bytes
         return read_meminfo(self.config.proc_root).available_bytes >= need
 
     # -- naming models -----------------------------------------------------------------------------

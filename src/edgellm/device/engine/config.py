@@ -1,4 +1,9 @@
-"""Runtime settings an engine is loaded with, and the KV precision they encode (no MNN import)."""
+"""Runtime settings an engine is loaded with, and the KV precision they encode (no MNN import).
+
+The artifact carries its MNN runtime settings (`edgellm.common.runtime.Runtime`, the manifest's
+``runtime``); the daemon starts from them and overrides only the KV precision, when
+``--kv-quant`` asks for one, logging the override.
+"""
 
 from __future__ import annotations
 
@@ -7,38 +12,53 @@ from enum import StrEnum
 
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.logs import get_logger
+from edgellm.common.runtime import DEFAULT_RUNTIME, KV_CACHE_MODES, Runtime, kv_cache_mode, kv_cache_name
 
 log = get_logger(__name__)
 
 
 class KvQuant(StrEnum):
-    """KV cache precision."""
+    """KV cache precision the daemon may impose over the artifact's (common/runtime.py's names)."""
 
     FP = "fp"
-    INT8 = "int8"
+    INT8 = "int8"  # the same as INT8_KV: `--kv-quant int8` predates the three-way vocabulary
+    INT8_K = "int8_k"
+    INT8_KV = "int8_kv"
 
 
-# MNN attention_mode: 8 = flash attention with fp KV; 10 = INT8 keys and values (9 = INT8 keys only).
-ATTENTION_MODE = {KvQuant.FP: 8, KvQuant.INT8: 10}
+def attention_mode(runtime: Runtime, kv_quant: KvQuant | None, slides_by_erase: bool) -> int:
+    """MNN's attention_mode: the artifact's, or `kv_quant`'s over it (logged as `runtime_override`).
 
-
-def attention_mode(kv_quant: KvQuant, slides_by_erase: bool) -> int:
-    """MNN's attention_mode for a KV precision; refuses INT8 KV with a window slid by erase."""
-    if kv_quant == KvQuant.INT8:
-        if slides_by_erase:
-            # Why refuse: with quantized KV, mnn 3.6.1's erase keeps nothing after the erased
-            # range (CPUKVCacheManager::onRealloc) while positions count on: silent garbage.
-            raise FailedPrecondition(
-                "kv_quant int8 cannot slide the window by erase: MNN 3.6.1 drops every cached token "
-                "after an erased range when the KV cache is quantized (docs/engine.md); "
-                "use --kv-method reprefill or --kv-quant fp"
+    A quantized KV cache with a window slid by erase is refused (FAILED_PRECONDITION).
+    """
+    mode = runtime.attention_mode
+    if kv_quant is not None:
+        mode = kv_cache_mode(kv_quant)
+        if mode != runtime.attention_mode:
+            # The daemon's flag wins over what the artifact was built with: say so, once per load.
+            log.info(
+                "runtime_override",
+                key="attention_mode",
+                artifact=runtime.attention_mode,
+                daemon=mode,
+                reason="edgellm daemon --kv-quant",
             )
-        # Measured with mnn 3.6.1 (docs/engine.md): INT8 keys are stored relative to a running
-        # max that moves between forwards and is never added back, so chunked prefills take
-        # SmolLM2's wikitext-2 perplexity from 10.98 to ~32. Check a device's figure with
-        # bench/bench_kv.py before relying on it.
-        log.warning("kv_int8_lossy", measured_ppl_fp=10.98, measured_ppl_int8=32.1)
-    return ATTENTION_MODE[kv_quant]
+    if mode == KV_CACHE_MODES["fp"]:
+        return mode
+    if slides_by_erase:
+        # Why refuse: with quantized KV, mnn 3.6.1's erase keeps nothing after the erased
+        # range (CPUKVCacheManager::onRealloc) while positions count on: silent garbage.
+        raise FailedPrecondition(
+            f"KV cache {kv_cache_name(mode)} cannot slide the window by erase: MNN 3.6.1 drops "
+            "every cached token after an erased range when the KV cache is quantized "
+            "(docs/engine.md); use --kv-method reprefill or --kv-quant fp"
+        )
+    # Measured with mnn 3.6.1 (docs/engine.md): INT8 keys are stored relative to a running
+    # max that moves between forwards and is never added back, so chunked prefills take
+    # SmolLM2's wikitext-2 perplexity from 10.98 to ~32. Check a device's figure with
+    # bench/bench_kv.py before relying on it.
+    log.warning("kv_int8_lossy", attention_mode=mode, measured_ppl_fp=10.98, measured_ppl_int8=32.1)
+    return mode
 
 
 @dataclass(frozen=True)
@@ -46,15 +66,26 @@ class EngineConfig:
     """Runtime settings applied when the model loads."""
 
     threads: int = 2
-    precision: str = "low"  # MNN: low = fp16/bf16 compute where the CPU has it
     power: str = "normal"  # MNN: high = big cores, low = little cores
-    memory: str = "low"  # MNN: low = keep weights quantized, quantize activations at run time
-    # MNN dynamic_option 2: quantize activations per block (the weight block) instead of per
-    # channel; on SmolLM2 INT4 b32 it moves the first answer token back to torch's (docs/engine.md).
-    dynamic_option: int = 2
-    attention_mode: int = 8  # 8 = flash attention, fp KV; 9 = INT8 K; 10 = INT8 K and V
+    # The artifact's runtime keys (edgellm.common.runtime.Runtime says what each does); the daemon
+    # builds this from the artifact's manifest (core/models.py:engine_config), these are only defaults.
+    precision: str = DEFAULT_RUNTIME.precision
+    memory: str = DEFAULT_RUNTIME.memory
+    dynamic_option: int = DEFAULT_RUNTIME.dynamic_option
+    attention_mode: int = DEFAULT_RUNTIME.attention_mode
     use_mmap: bool = False
     all_logits: bool = False  # prefill returns every position's logits (for scoring text)
+
+    @classmethod
+    def for_runtime(cls, runtime: Runtime, threads: int, attention_mode: int) -> EngineConfig:
+        """The artifact's runtime settings, with the daemon's threads and KV precision."""
+        return cls(
+            threads=threads,
+            precision=runtime.precision,
+            memory=runtime.memory,
+            dynamic_option=runtime.dynamic_option,
+            attention_mode=attention_mode,
+        )
 
     def mnn_overrides(self) -> dict[str, object]:
         """The MNN config keys this config sets (all read once, inside load())."""

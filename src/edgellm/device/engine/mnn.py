@@ -9,11 +9,11 @@ import numpy as np
 
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.logs import get_logger
+from edgellm.common.mnn_llm import MnnLlm
 from edgellm.common.token_table import TokenTable
 from edgellm.device.artifact import Artifact
 from edgellm.device.engine.base import Logits, last_row
 from edgellm.device.engine.config import EngineConfig
-from edgellm.device.engine.mnn_llm import MnnLlm
 
 log = get_logger(__name__)
 

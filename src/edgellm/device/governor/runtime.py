@@ -55,6 +55,7 @@ class GovernorSnapshot:
     last_decision: str
     last_reason: str
     last_decision_unix: float
+    rung: int = 0  # ladder position in use (0 = fastest); `cluster` is its label
 
 
 class GovernorRuntime:
@@ -95,6 +96,7 @@ class GovernorRuntime:
         self.last: Decision | None = None
         self.last_reading: Reading | None = None
         self._pinned: Actuation | None = None
+        self.throttled_seconds = 0.0  # time spent below the fastest rung (summed each period)
         self._build()
         self._task: asyncio.Task[None] | None = None
         log.info(
@@ -155,6 +157,9 @@ class GovernorRuntime:
         if self.phone is not None:
             self.phone.advance(elapsed_s, self.busy, self.actuators.current)
             now = self.phone.sim_seconds  # the controller runs on the phone's (scaled) clock
+        current = self.actuators.current
+        if current is not None and current.rung > 0:
+            self.throttled_seconds += elapsed_s
         reading = self.telemetry.read()
         self.last_reading = reading
         temp = reading.control_c
@@ -238,4 +243,5 @@ class GovernorRuntime:
             last_decision=last.actuation.describe() if last is not None else "",
             last_reason=last.reason if last is not None else "",
             last_decision_unix=last.at if last is not None else 0.0,
+            rung=act.rung if act is not None else 0,
         )

@@ -10,12 +10,12 @@ import grpc
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.grpc_util import client_stream, current_request_id, server_stream, unary
+from edgellm.common.push_manifest import PUSH_STATUS_KEY
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.core.daemon import DaemonCore
 from edgellm.device.rpc import wire
 from edgellm.device.rpc.validation import generation_job
 from edgellm.device.store import StoreStatus
-from edgellm.device.store.manifest import PUSH_STATUS_KEY
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 Ctx = grpc.aio.ServicerContext[Any, Any]

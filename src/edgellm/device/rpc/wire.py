@@ -111,14 +111,11 @@ def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
     m = artifact.manifest
     return common_pb2.ArtifactInfo(
         artifact_id=artifact.artifact_id,
-        name=artifact.name,
-        source_model=str(m.get("source", {}).get("name", "")),
-        quantization=artifact.quantization_label,
-        size_bytes=artifact.size_bytes,
-        files=[
-            common_pb2.ArtifactFile(path=f["path"], size=int(f["size"]), sha256=f.get("sha256", ""))
-            for f in m.get("files", [])
-        ],
+        name=m.name,
+        source_model=m.source.name,
+        quantization=m.quantization.label,
+        size_bytes=m.size_bytes,
+        files=[common_pb2.ArtifactFile(path=f.path, size=f.size, sha256=f.sha256) for f in m.files],
         loaded=loaded,
     )
 
@@ -170,6 +167,7 @@ def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
         last_decision=g.last_decision,
         last_reason=g.last_reason,
         last_decision_unix=g.last_decision_unix,
+        rung=g.rung,
     )
 
 
@@ -192,6 +190,8 @@ def sample_message(frame: TelemetryFrame) -> device_pb2.TelemetrySample:
         last_ttft_ms=frame.last_ttft_ms,
         governor=governor_message(frame.governor),
         process_cpu_seconds=r.process.cpu_seconds,
+        kv_tokens=frame.kv_tokens,
+        throttled_seconds=frame.throttled_seconds,
     )
     if r.soc_c is not None:
         msg.soc_celsius = r.soc_c

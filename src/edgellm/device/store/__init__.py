@@ -1,6 +1,7 @@
 """The device's content-addressed artifact store (blobs, staging, atomic installs)."""
 
-from edgellm.device.store.manifest import FileEntry, PushManifest, check_path, parse_manifest
+from edgellm.common.manifest import FileEntry, check_path
+from edgellm.common.push_manifest import PushManifest, parse_manifest
 from edgellm.device.store.store import ArtifactStore, FileState, StoreStatus, disk_free
 
 __all__ = [

@@ -11,24 +11,26 @@ rename, so no crash or refusal can leave a half-installed artifact visible.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgellm.common.errors import FailedPrecondition, NotFound, ResourceExhausted
+from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound, ResourceExhausted
 from edgellm.common.logs import get_logger
-from edgellm.device.artifact import Artifact
-from edgellm.device.store.manifest import MANIFEST, PushManifest, parse_manifest
+from edgellm.common.manifest import MANIFEST
+from edgellm.common.push_manifest import PushManifest, parse_manifest
+from edgellm.device.artifact import Artifact, parse_artifact_manifest
 
 log = get_logger(__name__)
 
 FreeBytes = Callable[[Path], int]
+_ARTIFACT_ID = re.compile(r"[0-9a-f]{64}")
 
 
 def disk_free(path: Path) -> int:
@@ -128,24 +130,33 @@ class ArtifactStore:
         raise NotFound(f"artifact {artifact_id} is neither installed nor staged on this device")
 
     def installed(self) -> list[Artifact]:
-        """Every installed artifact (unreadable ones are skipped and logged)."""
+        """Every installed artifact this edgellm can read (others, e.g. an older schema, are logged)."""
         out = []
         for d in sorted(self.artifacts.iterdir()):
             try:
                 raw = (d / MANIFEST).read_bytes()
-                out.append(Artifact(path=d, manifest=json.loads(raw), artifact_id=d.name))
-            except (OSError, ValueError) as err:
+                out.append(Artifact(path=d, manifest=parse_artifact_manifest(raw, d), artifact_id=d.name))
+            except (OSError, EdgeError) as err:
                 log.warning("artifact_unreadable", path=str(d), error=str(err))
         return out
 
     def resolve(self, name: str) -> Artifact:
         """An installed artifact by id, id prefix (8+ hex digits) or manifest name."""
-        arts = self.installed()
-        hits = [a for a in arts if a.artifact_id == name]
+        path = self.resolve_dir(name)
+        return Artifact(path, parse_artifact_manifest((path / MANIFEST).read_bytes(), path), path.name)
+
+    def resolve_dir(self, name: str) -> Path:
+        """An installed artifact's directory by id, id prefix (8+ hex digits) or manifest name.
+
+        Ids match directory names without reading the manifest, so loading an artifact of an
+        unsupported schema fails with the schema's message rather than "not found".
+        """
+        dirs = [d for d in sorted(self.artifacts.iterdir()) if (d / MANIFEST).is_file()]
+        hits = [d for d in dirs if d.name == name]
         if not hits and len(name) >= 8:
-            hits = [a for a in arts if a.artifact_id.startswith(name)]
+            hits = [d for d in dirs if d.name.startswith(name)]
         if not hits:
-            hits = [a for a in arts if a.manifest.get("name") == name]
+            hits = [a.path for a in self.installed() if a.name == name]
         if len(hits) > 1:
             raise FailedPrecondition(f"{name!r} names {len(hits)} artifacts; use the artifact id")
         if not hits:
@@ -225,12 +236,14 @@ class ArtifactStore:
                     raise _disk_error(err) from err
             _fsync_dir(self.artifacts)
         _remove(self.staging / manifest.artifact_id)
-        return Artifact(path=final, manifest=manifest.doc, artifact_id=manifest.artifact_id)
+        return Artifact(path=final, manifest=manifest.manifest, artifact_id=manifest.artifact_id)
 
-    def delete(self, artifact_id: str) -> Artifact:
+    def delete(self, artifact_id: str) -> Path:
         """Remove an installed artifact (rename away first), then blobs nothing else references."""
-        art = next((a for a in self.installed() if a.artifact_id == artifact_id), None)
-        if art is None:
+        if not _ARTIFACT_ID.fullmatch(artifact_id):
+            raise NotFound(f"{artifact_id!r} is not an artifact id (64 hex digits; see `edgellm models`)")
+        path = self.artifacts / artifact_id
+        if not (path / MANIFEST).is_file():
             staged = self.staging / artifact_id
             if staged.is_dir():
                 _remove(staged)
@@ -238,22 +251,31 @@ class ArtifactStore:
                 raise NotFound(f"artifact {artifact_id} was not installed; its staged push was discarded")
             raise NotFound(f"no artifact {artifact_id} on this device")
         doomed = self.trash / f"{artifact_id}.{uuid.uuid4().hex[:8]}"
-        art.path.rename(doomed)
+        path.rename(doomed)
         _remove(doomed)
         self.gc()
-        return art
+        return path
 
     def gc(self) -> int:
         """Delete blobs no installed or staged manifest lists; return how many."""
         live: set[str] = set()
         for d in (self.artifacts, self.staging):
             for m in d.glob(f"*/{MANIFEST}"):
-                with contextlib.suppress(OSError, ValueError):
-                    live.update(f.sha256 for f in parse_manifest(m.read_bytes()).files)
+                live.update(_listed_blobs(m))
         dead = [p for p in self.blobs.iterdir() if p.name not in live]
         for p in dead:
             p.unlink(missing_ok=True)
         return len(dead)
+
+
+def _listed_blobs(manifest_path: Path) -> set[str]:
+    """The sha256 of every file a manifest lists, read leniently: an artifact of another schema
+    version still owns its blobs until it is deleted."""
+    try:
+        files = json.loads(manifest_path.read_bytes()).get("files", [])
+        return {str(f["sha256"]) for f in files if isinstance(f, dict) and "sha256" in f}
+    except (OSError, ValueError, AttributeError):
+        return set()
 
 
 def _link(blob: Path, dst: Path) -> None:

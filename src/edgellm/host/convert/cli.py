@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 # Nothing heavy at import time: src/edgellm/cli.py imports every command module, on a phone too.
 
@@ -19,29 +18,62 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--block", type=int, default=None, help="quant block, 0 = per-channel (default 32)")
     p.add_argument("--lm-bits", type=int, choices=(4, 8), default=None, help="lm_head bits (default 8)")
     p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the output if it already holds this conversion (same source, plan, schema); else build it",
+    )
     p.set_defaults(handler=run)
 
 
 def run(ns: argparse.Namespace) -> int:
     """Convert; bad input exits 2, a failed check or export exits 1, each with one line."""
+    from edgellm.common.paths import require_data_file
     from edgellm.host.convert.llmexport_adapter import ExportFailed
-    from edgellm.host.convert.pipeline import convert
+    from edgellm.host.convert.pipeline import (
+        DEFAULT_BITS,
+        DEFAULT_BLOCK,
+        DEFAULT_LM_BITS,
+        convert,
+        convert_plan,
+        ensure_artifact,
+    )
     from edgellm.host.convert.verify import ConversionCheckFailed
+    from edgellm.host.evaluate.evaluate import EVAL_FILE
+    from edgellm.host.progress_bar import progress_bar
 
-    given = {"bits": ns.bits, "block": ns.block, "lm_bits": ns.lm_bits}
-    options: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    bits = DEFAULT_BITS if ns.bits is None else ns.bits
+    block = DEFAULT_BLOCK if ns.block is None else ns.block
+    lm_bits = DEFAULT_LM_BITS if ns.lm_bits is None else ns.lm_bits
     try:
-        manifest = convert(ns.model, ns.output, force=ns.force, **options)
+        require_data_file(EVAL_FILE)  # the check at the end needs it: fail now, not after the export
+        with progress_bar("convert") as progress:
+            if ns.reuse:
+                ensure_artifact(ns.model, ns.output, convert_plan(bits, block, lm_bits), progress)
+            else:
+                convert(ns.model, ns.output, bits, block, lm_bits=lm_bits, force=ns.force, progress=progress)
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm convert: {exc}\n")
         return 2
     except (ConversionCheckFailed, ExportFailed) as exc:
         sys.stderr.write(f"edgellm convert: {exc}\n")
         return 1
-    c = manifest.checks
-    sys.stdout.write(
-        f"{ns.output}: ppl torch {c['torch_ppl']:.2f} mnn {c['mnn_ppl']:.2f} "
-        f"(prefill {c['mnn_ppl_prefill']:.2f}, decode {c['mnn_ppl_decode']:.2f}), "
-        f"next-token agreement {c['agree_count']}/{c['prompts']}, {manifest.conversion_seconds}s\n"
-    )
+    sys.stdout.write(describe(ns.output) + "\n")
     return 0
+
+
+def describe(artifact: Path) -> str:
+    """One paragraph: size, the gate's perplexities with the protocol behind them, build time."""
+    from edgellm.common.artifact_files import read_manifest
+
+    m, _ = read_manifest(artifact)
+    lines = [f"{artifact}: {m.name}, {m.quantization.label} (lm_head int{m.quantization.lm_head_bits}), "
+             f"{m.size_bytes / 1e6:.1f} MB, built in {m.build.seconds.get('total', 0):.0f} s"]  # fmt: skip
+    c = m.checks
+    if c is not None:
+        lines.append(
+            f"  ppl torch fp {c.torch_ppl:.2f}, mnn {c.mnn_ppl:.2f} (prefill {c.mnn_ppl_prefill:.2f}, "
+            f"decode {c.mnn_ppl_decode:.2f}): first {c.eval_tokens} tokens of {c.eval_file} as one window"
+        )
+        lines.append(f"  next-token agreement with torch {c.agree_count}/{c.prompts} prompts")
+    return "\n".join(lines)

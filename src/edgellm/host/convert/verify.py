@@ -1,21 +1,30 @@
-"""Check a real MNN artifact against the torch model it came from (next token + perplexity)."""
+"""The conversion gate: a real MNN artifact against the fp torch model (next token + perplexity).
+
+Protocol: the first EVAL_TOKENS tokens of the evaluation text scored as ONE window, through both
+MNN paths (one prefill with all logits, and one token per forward as generation runs), and the
+greedy next token of each of PROMPTS. `edgellm eval` uses another protocol (windows of 512 every
+256 over 2,048 tokens), so its perplexities are higher: fewer tokens of context per prediction.
+"""
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import structlog
 
+from edgellm.common.manifest import Checks
+from edgellm.common.mnn_llm import MnnLlm, host_threads, rows
 from edgellm.common.paths import data_dir
+from edgellm.host.evaluate.evaluate import EVAL_FILE
+from edgellm.host.evaluate.scorers import decode_each
 
 log = structlog.get_logger(__name__)
 
-EVAL_FILE = "wikitext2-test.txt"
 EVAL_TOKENS = 1024
 MAX_PPL_RATIO = 1.05  # MNN perplexity may be at most 5% above torch fp32
 MIN_AGREEMENT = 0.75  # share of PROMPTS whose greedy next token must match torch
@@ -35,28 +44,6 @@ PROMPTS: tuple[str, ...] = (
 
 class ConversionCheckFailed(RuntimeError):
     """The converted artifact disagrees with the torch model beyond tolerance."""
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """Measured verification numbers, stored in the manifest."""
-
-    eval_file: str
-    eval_tokens: int
-    torch_ppl: float
-    mnn_ppl: float  # the worse of the two MNN paths; the gate applies to it
-    mnn_ppl_prefill: float
-    mnn_ppl_decode: float
-    ppl_ratio: float
-    agreement: float
-    agree_count: int
-    prompts: int
-    prefill_tokens_per_second: float
-    decode_tokens_per_second: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict."""
-        return asdict(self)
 
 
 def eval_token_ids(tokenizer: Any, n_tokens: int = EVAL_TOKENS) -> list[int]:
@@ -83,13 +70,10 @@ def perplexity(logits: np.ndarray, ids: list[int]) -> float:
     return float(math.exp(nll.mean()))
 
 
-def torch_reference(hf_dir: Path, ids: list[int], prompts_ids: list[list[int]]) -> tuple[float, list[int]]:
-    """Torch fp32 perplexity on ``ids`` and greedy next token for each prompt."""
+def torch_reference(model: Any, ids: list[int], prompts_ids: list[list[int]]) -> tuple[float, list[int]]:
+    """Torch perplexity on ``ids`` (one window) and greedy next token for each prompt."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32)
-    model.eval()  # type: ignore[no-untyped-call]
     with torch.inference_mode():
         logits = model(torch.tensor([ids])).logits[0]  # [T, V]
         ppl = perplexity(logits.numpy(), ids)
@@ -108,61 +92,46 @@ class MnnScores:
     decode_seconds: float
 
 
-def _logits(output: Any, rows: int) -> np.ndarray:
-    """Copy MNN logits into a fresh [rows, V] array."""
-    # Why copy: Var.read() is a view of MNN's output buffer, which the next forward()
-    # overwrites in place; keeping views silently turns every row into the last one.
-    return np.array(output.read(), dtype=np.float32, copy=True).reshape(rows, -1)
-
-
 def mnn_scores(artifact_dir: Path, ids: list[int], prompts_ids: list[list[int]]) -> MnnScores:
     """Score ``ids`` with one prefill (all logits) and token by token (decode path)."""
-    from edgellm.common.mnn import import_mnn_llm
-
-    model = import_mnn_llm().create(str(artifact_dir / "config.json"))
-    # all_logits makes forward() return [1, T, V] instead of only the last position; set
-    # it before load() (toggling it later re-clones the module).
-    model.set_config({"all_logits": True})
-    model.load()
+    # all_logits makes forward() return [T, V] instead of only the last position; it must be
+    # set before load() (toggling it later re-clones the module).
+    model = MnnLlm.open(artifact_dir / "config.json", {"thread_num": host_threads(), "all_logits": True})
     start = time.perf_counter()
-    ppl_prefill = perplexity(_logits(model.forward(ids), len(ids)), ids)
+    ppl_prefill = perplexity(rows(model.forward(ids)), ids)
     prefill_seconds = time.perf_counter() - start
     # Decode path: one token per forward, as generation runs. With "memory": "low" MNN
     # quantizes activations for multi-token prefill, so the two paths differ measurably.
-    model.reset()
     start = time.perf_counter()
-    rows = [_logits(model.forward([token]), 1)[0] for token in ids]
+    ppl_decode = perplexity(decode_each(model, ids), ids)
     decode_seconds = time.perf_counter() - start
-    ppl_decode = perplexity(np.stack(rows), ids)
     nexts = []
     for prompt in prompts_ids:
         model.reset()
-        nexts.append(int(_logits(model.forward(prompt), len(prompt))[-1].argmax()))
+        nexts.append(int(rows(model.forward(prompt))[-1].argmax()))
     model.reset()
     return MnnScores(ppl_prefill, ppl_decode, nexts, prefill_seconds, decode_seconds)
 
 
 def verify(
     artifact_dir: Path,
-    hf_dir: Path,
+    model: Any,
+    tokenizer: Any,
     *,
     n_tokens: int = EVAL_TOKENS,
     max_ratio: float = MAX_PPL_RATIO,
     min_agreement: float = MIN_AGREEMENT,
-) -> CheckResult:
-    """Measure the artifact against torch; raise ConversionCheckFailed when out of tolerance."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(hf_dir))
+) -> Checks:
+    """Measure the artifact against the fp torch ``model``; ConversionCheckFailed when out of tolerance."""
     ids = eval_token_ids(tokenizer, n_tokens)
     prompts_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
-    torch_ppl, torch_next = torch_reference(hf_dir, ids, prompts_ids)
+    torch_ppl, torch_next = torch_reference(model, ids, prompts_ids)
     log.info("torch_reference_done", ppl=round(torch_ppl, 4))
     scores = mnn_scores(artifact_dir, ids, prompts_ids)
     mnn_ppl = max(scores.ppl_prefill, scores.ppl_decode)
     mnn_next = scores.next_tokens
     agree = sum(a == b for a, b in zip(torch_next, mnn_next, strict=True))
-    result = CheckResult(
+    result = Checks(
         eval_file=EVAL_FILE,
         eval_tokens=len(ids),
         torch_ppl=round(torch_ppl, 4),
@@ -176,7 +145,7 @@ def verify(
         prefill_tokens_per_second=round(len(ids) / scores.prefill_seconds, 1),
         decode_tokens_per_second=round(len(ids) / scores.decode_seconds, 1),
     )
-    log.info("verify_done", **result.to_dict())
+    log.info("verify_done", **vars(result))
     low = min(scores.ppl_prefill, scores.ppl_decode)
     if not math.isfinite(mnn_ppl) or mnn_ppl / torch_ppl > max_ratio or low < 1.5:
         # ppl near 1.0 means degenerate logits (seen with an invalid block size), not quality.

@@ -2,32 +2,29 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edgellm.host.evaluate.evaluate import EvalConfig, artifact_bytes, evaluate, take_tokens
+from edgellm.common.artifact_files import read_manifest
+from edgellm.common.errors import EdgeError
+from edgellm.common.progress import Progress, quiet
+from edgellm.host.evaluate.evaluate import EVAL_FILE, EvalConfig, artifact_bytes, evaluate, take_tokens
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
 
-Progress = Callable[[float, str], None]
 
+def reference_dir(artifact: Path) -> tuple[Path | None, str]:
+    """The fp checkpoint the artifact was built from (manifest ``source.hf_dir``) if it is on this host.
 
-def _quiet(_f: float, _m: str) -> None:
-    return None
-
-
-def reference_dir(artifact: Path) -> Path | None:
-    """The fp checkpoint the artifact was built from, if the manifest names one that exists here."""
-    path = artifact / "manifest.json"
-    if not path.is_file():
-        return None
-    source = json.loads(path.read_text(encoding="utf-8")).get("source", {})
-    for key in ("hf_dir", "hf_checkpoint", "path"):
-        value = source.get(key)
-        if isinstance(value, str) and (Path(value) / "config.json").is_file():
-            return Path(value)
-    return None
+    Returns ``(path, "")`` or ``(None, why not)`` so callers can say why top-1/KL are missing.
+    """
+    try:
+        manifest, _ = read_manifest(artifact)
+    except (EdgeError, OSError) as err:
+        return None, f"the artifact's manifest cannot be read ({err})"
+    path = Path(manifest.source.hf_dir)
+    if not (path / "config.json").is_file():
+        return None, f"its fp source {path} (manifest source.hf_dir) is not on this host"
+    return path, ""
 
 
 def evaluate_artifact(
@@ -35,7 +32,7 @@ def evaluate_artifact(
     config: EvalConfig,
     reference: Path | None = None,
     kv_modes: tuple[int, ...] = (),
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
 ) -> dict[str, Any]:
     """Perplexity of the MNN artifact (and fp reference); optionally the KV-cache precision delta."""
     if not (artifact / "config.json").is_file():
@@ -62,9 +59,11 @@ def evaluate_artifact(
     out: dict[str, Any] = {
         "artifact": str(artifact),
         "size_bytes": artifact_bytes(artifact),
+        "text": config.text_file.name if config.text_file else EVAL_FILE,
         "tokens": config.tokens,
         "context": config.context,
         "stride": config.stride,
+        "reference": str(reference) if reference else None,
         "results": results,
     }
     if kv_modes:
@@ -74,7 +73,7 @@ def evaluate_artifact(
 
 
 def kv_cache_delta(
-    artifact: Path, ids: list[int], config: EvalConfig, modes: tuple[int, ...], progress: Progress = _quiet
+    artifact: Path, ids: list[int], config: EvalConfig, modes: tuple[int, ...], progress: Progress = quiet
 ) -> dict[str, Any]:
     """Perplexity with the KV cache in each MNN ``attention_mode`` (8 fp, 9 INT8 K, 10 INT8 K+V).
 

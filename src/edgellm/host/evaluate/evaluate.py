@@ -9,12 +9,25 @@ from pathlib import Path
 import numpy as np
 
 from edgellm.common.errors import InvalidArgument
+from edgellm.common.hashing import sha256_file
 from edgellm.common.paths import data_dir
 from edgellm.host.evaluate.metrics import Accumulator, log_softmax
 from edgellm.host.evaluate.scorers import Scorer
 from edgellm.host.evaluate.windows import windows
 
 EVAL_FILE = "wikitext2-test.txt"
+
+
+def is_evaluation_text(path: Path) -> bool:
+    """Whether ``path`` is the evaluation split: by name, by location, or as a copy of its bytes."""
+    if path.name == EVAL_FILE:
+        return True
+    eval_path = data_dir() / EVAL_FILE
+    if not (path.is_file() and eval_path.is_file()):
+        return False
+    if path.resolve() == eval_path.resolve():
+        return True
+    return path.stat().st_size == eval_path.stat().st_size and sha256_file(path) == sha256_file(eval_path)
 
 
 @dataclass(frozen=True)

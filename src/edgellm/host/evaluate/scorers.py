@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from edgellm.common.mnn import import_mnn_llm
+from edgellm.common.mnn_llm import MnnLlm, host_threads, rows
 
 
 class Scorer(Protocol):
@@ -33,22 +32,18 @@ class TorchScorer:
 
 
 class MnnScorer:
-    """The real MNN artifact through ``MNN.llm``, reset before every window."""
+    """The real MNN artifact through ``MNN.llm`` (all logits), reset before every window."""
 
     def __init__(self, artifact: Path, overrides: dict[str, Any] | None = None) -> None:
-        mnn_llm = import_mnn_llm()
-
         self.artifact = artifact
-        self.llm = mnn_llm.create(str(artifact / "config.json"))
         # all_logits must be set before load(): forward() then returns every position.
-        self.llm.set_config({"all_logits": True, **(overrides or {})})
-        self.llm.load()
+        settings = {"thread_num": host_threads(), "all_logits": True, **(overrides or {})}
+        self.llm = MnnLlm.open(artifact / "config.json", settings)
 
     def __call__(self, ids: list[int]) -> np.ndarray:
         """Logits [T, V] of one prefill."""
         self.llm.reset()
-        out = np.asarray(self.llm.forward(ids).read(), dtype=np.float32)
-        return out.reshape(len(ids), -1)
+        return rows(self.llm.forward(ids))
 
     def decode(self, ids: list[int]) -> np.ndarray:
         """Logits [T, V] feeding one token per forward, as generation does (reads the KV cache back).
@@ -57,16 +52,14 @@ class MnnScorer:
         multi-token all-logits prefill from Python did not continue the prefilled context (its
         logits no longer matched the prefill's), so every token goes through the decode path.
         """
-        self.llm.reset()
-        rows = [np.asarray(self.llm.forward([t]).read(), dtype=np.float32).reshape(1, -1) for t in ids]
-        return np.concatenate(rows)
+        return decode_each(self.llm, ids)
 
     def tokenize(self, text: str) -> list[int]:
         """The artifact's own tokenizer."""
-        return list(self.llm.tokenizer_encode(text))
+        return self.llm.encode(text)
 
 
-def artifact_config(artifact: Path) -> dict[str, Any]:
-    """The artifact's runtime config (config.json)."""
-    doc: dict[str, Any] = json.loads((artifact / "config.json").read_text(encoding="utf-8"))
-    return doc
+def decode_each(llm: MnnLlm, ids: list[int]) -> np.ndarray:
+    """From an empty cache, feed ``ids`` one token per forward (the generation path): logits [T, V]."""
+    llm.reset()
+    return np.concatenate([rows(llm.forward([t]))[-1:] for t in ids])

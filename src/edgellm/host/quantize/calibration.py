@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from edgellm.common.paths import data_dir
+from edgellm.host.evaluate.evaluate import is_evaluation_text
 from edgellm.host.quantize.plan import Calibration
 
 
@@ -15,7 +16,7 @@ def calibration_path(calib: Calibration) -> Path:
     """Resolve the calibration file (relative names live in the data directory)."""
     path = Path(calib.file)
     path = path if path.is_absolute() else data_dir() / path
-    if "test" in path.name:
+    if is_evaluation_text(path):
         raise ValueError(f"refusing to calibrate on {path}: that is the evaluation split")
     if not path.is_file():
         raise FileNotFoundError(f"calibration text {path} missing")

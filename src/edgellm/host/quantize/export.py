@@ -9,23 +9,22 @@ exactly the integers the torch quantized model was evaluated with.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from edgellm.host.convert.llmexport_adapter import drop_byproducts, export_mnn
 from edgellm.host.quantize import mnn_weights
 from edgellm.host.quantize.adapter import DecoderAdapter
 from edgellm.host.quantize.grid import QuantizedWeight
 from edgellm.host.quantize.plan import QuantPlan
 
-RunExport = Callable[[Path, Path, list[str]], None]
+RunExport = Callable[[Path, Path, Sequence[str]], None]
 
 
 @dataclass(frozen=True)
@@ -37,21 +36,11 @@ class ExportReport:
     weight_bytes: int
 
 
-def run_llmexport(hf_dir: Path, out_dir: Path, extra: list[str]) -> None:
-    """Run llmexport through the converter's runner (which fixes its import and RoPE defects)."""
-    from edgellm.host.convert.llmexport_adapter import llmexport_dir
-
-    runner = Path(__file__).resolve().parent.parent / "convert" / "_llmexport_runner.py"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    # Why: llmexport imports its own `utils.*` as top-level modules (see the converter's adapter).
-    env["PYTHONPATH"] = str(llmexport_dir())
-    cmd = [sys.executable, str(runner), "--path", str(hf_dir.resolve()), "--dst_path", str(out_dir.resolve())]
-    # Why --mnnconvert "": its default binary path is relative to the cwd; "" selects pymnn's converter.
-    cmd += ["--export", "mnn", "--mnnconvert", "", *extra]
-    proc = subprocess.run(cmd, cwd=out_dir, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"llmexport failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-2000:]}")
-    (out_dir / ".export.log").unlink(missing_ok=True)
+def run_llmexport(hf_dir: Path, out_dir: Path, flags: Sequence[str]) -> None:
+    """Run llmexport through its one adapter; its log stays in a temp dir only when it fails."""
+    log_dir = Path(tempfile.mkdtemp(prefix="edgellm-llmexport-"))
+    export_mnn(hf_dir, out_dir, flags, log_dir=log_dir)
+    shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def export_artifact(
@@ -72,10 +61,7 @@ def export_artifact(
         if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")):
             shutil.copy2(f, staging / f.name)
     overrides = {
-        adapter.mnn_op_name(name): {
-            "bits": q.bits,
-            "block_size": 0 if q.block == q.codes.shape[1] else q.block,
-        }
+        adapter.mnn_op_name(name): {"bits": q.bits, "block_size": q.plan_block}
         for name, q in qweights.items()
     }
     qconf = out_dir / ".quant_config.json"
@@ -90,9 +76,8 @@ def export_artifact(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         qconf.unlink(missing_ok=True)
-    report = carry_weights(out_dir, qweights, adapter)
-    for name in ("llm.mnn.json", "export_args.json"):  # debug dump and local paths: not shipped
-        (out_dir / name).unlink(missing_ok=True)
+    report = carry_weights(out_dir, qweights, adapter)  # reads llm.mnn.json, so drop it only now
+    drop_byproducts(out_dir)
     return report
 
 

@@ -27,6 +27,11 @@ class QuantizedWeight:
         """The code that maps to ``zero`` (2^(bits-1))."""
         return 1 << (self.bits - 1)
 
+    @property
+    def plan_block(self) -> int:
+        """The block as a plan (and llmexport) spells it: 0 when one block spans the row (per channel)."""
+        return 0 if self.block == self.codes.shape[1] else self.block
+
     def dequantize(self) -> torch.Tensor:
         """The float32 weights MNN computes with: ``(u - offset) * scale + zero``."""
         oc, ic = self.codes.shape

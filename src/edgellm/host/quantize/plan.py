@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgellm.common.paths import data_dir
+from edgellm.common.runtime import KV_CACHE_MODES
+from edgellm.host.evaluate.evaluate import is_evaluation_text
+
 METHODS = ("rtn", "gptq", "awq")
 BITS = (4, 8)
-KV_MODES = {"fp": 8, "int8_k": 9, "int8_kv": 10}  # MNN runtime attention_mode
 PRESETS = ("int4", "int8", "mixed", "auto")
+# Defaults of `edgellm quantize` and of HostService.Quantize alike (plan_from_spec applies them).
+DEFAULT_METHOD = "gptq"
+DEFAULT_BITS = 4
+DEFAULT_BLOCK = 64
+_BLOCK_CANDIDATES = (16, 32, 64, 128, 192, 256)
 
 
 class PlanError(ValueError):
@@ -86,12 +95,23 @@ class QuantPlan:
             if spec.block and widths[name] % spec.block
         ]
         if errors:
-            valid = sorted({b for b in (16, 32, 64, 128, 256) if all(w % b == 0 for w in widths.values())})
             raise PlanError(
                 f"plan {self.name!r} has invalid blocks ({len(errors)} layers), e.g. {errors[0]}; "
-                f"blocks valid for every layer of this model: {valid} or 0 (per channel)"
+                f"blocks valid for every layer of this model: {valid_blocks(widths.values())} "
+                "or 0 (per channel)"
             )
         return out
+
+    def check_widths(self, widths: Iterable[int]) -> None:
+        """Refuse, before any model is loaded, a default or lm_head block no linear width allows."""
+        widths = sorted(set(widths))
+        for name, block in (("block", self.block), ("lm_head_block", self.lm_head_block)):
+            bad = [w for w in widths if block and w % block]
+            if bad:
+                raise PlanError(
+                    f"{name} {block} does not divide the linear input width(s) {bad}; "
+                    f"valid here: 0 (per channel) or {valid_blocks(widths)}"
+                )
 
     def to_json(self) -> dict[str, Any]:
         """The plan as a JSON-ready dict."""
@@ -102,6 +122,22 @@ class QuantPlan:
     def save(self, path: Path) -> None:
         """Write the plan as JSON."""
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def valid_blocks(widths: Iterable[int]) -> list[int]:
+    """The common block sizes that divide every one of ``widths`` (besides 0, per channel)."""
+    ws = list(widths)
+    return [b for b in _BLOCK_CANDIDATES if all(w % b == 0 for w in ws)]
+
+
+def check_calibration(calib: Calibration) -> None:
+    """Refuse calibrating on the evaluation text (by name, location or content) or empty samples."""
+    path = Path(calib.file)
+    _check(
+        not is_evaluation_text(path if path.is_absolute() else data_dir() / path),
+        f"calibration must not use the test split: {calib.file} is the evaluation text",
+    )
+    _check(calib.samples > 0 and calib.seq_len > 0, "calibration samples and seq_len must be positive")
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -135,12 +171,13 @@ def plan_from_json(doc: Any) -> QuantPlan:
     _check(doc.get("lm_head_bits", 8) in (4, 8), "lm_head_bits must be 4 or 8")
     _check_spec("lm_head", doc.get("lm_head_bits"), doc.get("lm_head_block"), None)
     kv = doc.get("kv_cache", "fp")
-    _check(kv in KV_MODES, f"kv_cache must be one of {sorted(KV_MODES)}, got {kv!r}")
+    _check(kv in KV_CACHE_MODES, f"kv_cache must be one of {sorted(KV_CACHE_MODES)}, got {kv!r}")
     calib_raw = doc.get("calibration", {})
     _check(isinstance(calib_raw, dict), "calibration must be an object")
+    extra = set(calib_raw) - set(Calibration.__dataclass_fields__)
+    _check(not extra, f"calibration: unknown fields {sorted(extra)}")
     calib = Calibration(**calib_raw)
-    _check("test" not in Path(calib.file).name, "calibration must not use the test split")
-    _check(calib.samples > 0 and calib.seq_len > 0, "calibration samples and seq_len must be positive")
+    check_calibration(calib)
     fields = {k: v for k, v in doc.items() if k not in ("rules", "calibration")}
     return QuantPlan(**fields, rules=tuple(rules), calibration=calib)
 
@@ -175,6 +212,71 @@ def preset(name: str, method: str = "rtn", bits: int = 4, block: int = 64) -> Qu
 
 def with_calibration(plan: QuantPlan, calib: Calibration) -> QuantPlan:
     """The plan with another calibration source (never the test split)."""
-    _check("test" not in Path(calib.file).name, "calibration must not use the test split")
-    _check(calib.samples > 0 and calib.seq_len > 0, "calibration samples and seq_len must be positive")
+    check_calibration(calib)
     return replace(plan, calibration=calib)
+
+
+def plan_from_spec(
+    spec: str,
+    *,
+    method: str | None = None,
+    bits: int | None = None,
+    block: int | None = None,
+    kv_cache: str | None = None,
+    calibration: dict[str, Any] | None = None,
+) -> QuantPlan:
+    """The plan for a command-line or HostService spec, with the same defaults on both.
+
+    ``spec`` is a preset (``auto`` gives the INT4 base plan its search starts from), a JSON
+    document or a plan file. Options left ``None`` take the defaults (GPTQ, 4 bits, block 64).
+    A JSON document or file is applied as written: an option that contradicts it is refused
+    rather than silently winning or losing.
+    """
+    calibration = {k: v for k, v in (calibration or {}).items() if v is not None}
+    options = {"method": method, "bits": bits, "block": block, "kv_cache": kv_cache}
+    given = {k: v for k, v in options.items() if v is not None}
+    if spec in PRESETS:
+        plan = _preset_from_options(spec, given)
+        if kv_cache is not None:
+            _check(kv_cache in KV_CACHE_MODES, f"kv_cache must be one of {sorted(KV_CACHE_MODES)}")
+            plan = replace(plan, kv_cache=kv_cache)
+        return with_calibration(plan, replace(plan.calibration, **calibration))
+    plan = _plan_document(spec)
+    for key, value in {**given, **{f"calibration.{k}": v for k, v in calibration.items()}}.items():
+        has = (
+            getattr(plan.calibration, key.split(".")[1])
+            if key.startswith("calibration.")
+            else getattr(plan, key)
+        )
+        _check(
+            has == value,
+            f"the plan says {key} {has!r} but the options say {value!r}: drop the option or edit the plan",
+        )
+    return plan
+
+
+def _preset_from_options(name: str, given: dict[str, Any]) -> QuantPlan:
+    method = given.get("method", DEFAULT_METHOD)
+    block = given.get("block", DEFAULT_BLOCK)
+    bits = given.get("bits", 8 if name == "int8" else DEFAULT_BITS)
+    _check_spec(f"preset {name}", bits, block, method)
+    if name in ("int8", "mixed", "auto"):
+        wanted = 8 if name == "int8" else 4
+        _check(
+            bits == wanted, f"preset {name} quantizes the layers to INT{wanted}; bits {bits} contradicts it"
+        )
+    if name == "auto":
+        return preset("int4", method=method, block=block)
+    return preset("int8" if bits == 8 else name, method=method, block=block)
+
+
+def _plan_document(spec: str) -> QuantPlan:
+    if spec.lstrip().startswith("{"):
+        try:
+            return plan_from_json(json.loads(spec))
+        except json.JSONDecodeError as exc:
+            raise PlanError(f"plan JSON is not valid: {exc}") from exc
+    path = Path(spec)
+    if path.is_file():
+        return load_plan(path)
+    raise PlanError(f"plan must be one of {PRESETS}, a JSON document or a plan file; got {spec!r}")

