@@ -117,6 +117,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--setpoint", type=float, default=None, help="skin setpoint °C (default: the first skin trip - 2)"
     )
+    p.add_argument(
+        "--sysfs-root",
+        type=Path,
+        default=Path("/"),
+        help="read thermal zones and cpufreq under this root instead of / (a fixture tree, e.g. "
+        "tests/fixtures/sysfs/sd8gen3, for emulated or test runs)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -171,6 +178,7 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         virtual_phone_time_scale=ns.time_scale,
         governor_policy=GovernorPolicy(ns.governor),
         setpoint_c=ns.setpoint,
+        sysfs_root=ns.sysfs_root,
     )
 
 
