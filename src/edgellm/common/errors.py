@@ -23,6 +23,12 @@ class NotFound(EdgeError, LookupError):
     code = grpc.StatusCode.NOT_FOUND
 
 
+class AlreadyExists(EdgeError):
+    """What the request would create exists already (e.g. an artifact name taken by another id)."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
 class ResourceExhausted(EdgeError):
     """Queue full, memory or disk too small."""
 

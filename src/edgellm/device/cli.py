@@ -25,8 +25,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="artifact directory to load at start, or 'default' (the cached default artifact); "
+        help="model to load at start: an installed artifact's id, id prefix or name (as LoadModel), "
+        "an artifact directory, or 'default' (the cached default artifact); "
         "default: the model loaded before the last shutdown, if any",
+    )
+    p.add_argument(
+        "--allow-dir-load",
+        action="store_true",
+        help="let LoadModel load any artifact directory on this machine, not only installed "
+        "(pushed) artifacts; off by default because any client could then load arbitrary files",
     )
     p.add_argument(
         "--data-dir", type=Path, default=Path.home() / ".edgellm", help="artifact store and daemon state"
@@ -108,12 +115,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def config_from(ns: argparse.Namespace) -> DaemonConfig:
     """DaemonConfig from parsed arguments."""
     model = resolve_artifact(ns.model) if ns.model else None
-    if model is not None and not (model / "manifest.json").is_file():
+    # A directory (a path, or 'default') must exist now; any other word is resolved in the store
+    # once it is open, as LoadModel resolves it (S4: the deployed service passes an artifact id).
+    looks_like_dir = ns.model == "default" or (model is not None and ("/" in ns.model or model.is_dir()))
+    if model is not None and looks_like_dir and not (model / "manifest.json").is_file():
         hint = (
             "build it with `make artifact` in the checkout, or `edgellm convert --model default -o "
             f"{model}` (a few minutes)"
             if ns.model == "default"
-            else "give an artifact directory (one with manifest.json), or 'default'"
+            else "give an artifact directory (one with manifest.json), an installed artifact's id or "
+            "name, or 'default'"
         )
         raise NotFound(f"no artifact at {model}: {hint}")
     try:
@@ -145,6 +156,7 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         virtual_phone_time_scale=ns.time_scale,
         governor_policy=GovernorPolicy(ns.governor),
         setpoint_c=ns.setpoint,
+        allow_dir_load=ns.allow_dir_load,
     )
 
 

@@ -46,3 +46,4 @@ class DaemonConfig:
     setpoint_c: float | None = None  # None: below the phone's first skin trip point
     governor_period_s: float = 1.0
     auth_token: str | None = None  # required when host is not loopback
+    allow_dir_load: bool = False  # LoadModel may name a directory outside the store (S6)
