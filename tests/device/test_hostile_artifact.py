@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -196,4 +195,4 @@ async def test_a_load_that_crashed_is_not_restored(default_artifact: Path, tmp_p
         assert status.model.artifact_id == artifact_id
     finally:
         await d.stop(0)
-    assert os.path.exists(data / "loaded.json")
+    assert (data / "loaded.json").exists()

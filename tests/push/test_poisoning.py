@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -58,7 +59,7 @@ async def test_s1_manifest_tmp_name_cannot_overwrite_a_shared_blob(
     sha = hashlib.sha256(config).hexdigest()
     for name in ("manifest.json.tmp", "manifest.json.bak", "manifest.jsonx"):
         text = _doc_listing([{"path": name, "size": len(config), "sha256": sha}])
-        code = await _code(lambda t=text: _raw_push(dev.port, t, []))
+        code = await _code(functools.partial(_raw_push, dev.port, text, []))
         assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert (dev.core.store.blob(sha)).read_bytes() == config
     assert (dev.core.store.artifacts / report.artifact_id / "config.json").read_bytes() == config

@@ -95,3 +95,32 @@ def test_half_built_installs_are_cleaned_on_start(tmp_path: Path) -> None:
     assert not list(store.tmp.iterdir())
     assert not list(store.trash.iterdir())
     assert store.installed() == []
+
+
+def test_s9_default_quota_and_reserve(tmp_path: Path) -> None:
+    """S9: with no quota given, the store may use half the free disk (plus what it holds), and a
+    push always leaves at least 1 GiB (or 5 % of the filesystem) free; explicit values win."""
+    from edgellm.device.store.store import default_limits, disk_free
+
+    quota, reserve = default_limits(tmp_path / "s", None, None)
+    free = disk_free(tmp_path)
+    assert reserve >= 1 << 30
+    assert abs(quota - free // 2) < 64 << 20
+    assert default_limits(tmp_path / "s", 0, 5) == (0, 5)
+
+
+def test_byte_sizes_parse() -> None:
+    import argparse
+
+    from edgellm.common.argtypes import byte_size
+
+    assert [byte_size(t) for t in ("0", "512M", "8G", "1.5k", "2GiB")] == [
+        0,
+        512 << 20,
+        8 << 30,
+        1536,
+        2 << 30,
+    ]
+    for bad in ("x", "-1G", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            byte_size(bad)

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from edgellm.common.argtypes import float_in, int_in, non_negative_int, port_number, positive_int
+from edgellm.common.argtypes import byte_size, float_in, int_in, non_negative_int, port_number, positive_int
 from edgellm.common.auth import require_token_off_loopback, token_from_env
 from edgellm.common.errors import InvalidArgument, NotFound
 from edgellm.common.paths import resolve_artifact
@@ -37,6 +37,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--data-dir", type=Path, default=Path.home() / ".edgellm", help="artifact store and daemon state"
+    )
+    p.add_argument(
+        "--store-quota",
+        type=byte_size,
+        default=None,
+        help="most bytes the artifact store may hold, e.g. 8G; 0 = no quota "
+        "(default: what it holds plus half the disk free at start)",
+    )
+    p.add_argument(
+        "--disk-reserve",
+        type=byte_size,
+        default=None,
+        help="free disk a push must leave to other apps, e.g. 2G (default: 1 GiB or 5 %% of the disk)",
     )
     p.add_argument("--threads", type=positive_int, default=2, help="inference threads")
     p.add_argument("--queue-size", type=positive_int, default=8, help="requests that may wait")
@@ -157,6 +170,8 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         governor_policy=GovernorPolicy(ns.governor),
         setpoint_c=ns.setpoint,
         allow_dir_load=ns.allow_dir_load,
+        store_quota_bytes=ns.store_quota,
+        disk_reserve_bytes=ns.disk_reserve,
     )
 
 

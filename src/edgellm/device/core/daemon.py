@@ -34,7 +34,7 @@ from edgellm.device.governor.controller import GovernorConfig
 from edgellm.device.governor.runtime import GovernorRuntime
 from edgellm.device.push import PushReceiver, PushResult, ReadyFn
 from edgellm.device.store import ArtifactStore, StoreStatus, parse_manifest
-from edgellm.device.store.store import check_artifact_id
+from edgellm.device.store.store import check_artifact_id, default_limits
 from edgellm.device.worker import EngineWorker
 
 log = get_logger(__name__)
@@ -52,11 +52,10 @@ class DaemonCore:
     def __init__(self, config: DaemonConfig, engine_factory: EngineFactory = MnnEngine) -> None:
         self.started = time.time()
         self.worker = EngineWorker(config.queue_size)
-        self.store = ArtifactStore(
-            config.data_dir / "store",
-            quota_bytes=config.store_quota_bytes,
-            disk_reserve_bytes=config.disk_reserve_bytes,
-        )
+        root = config.data_dir / "store"
+        quota, reserve = default_limits(root, config.store_quota_bytes, config.disk_reserve_bytes)
+        self.store = ArtifactStore(root, quota_bytes=quota, disk_reserve_bytes=reserve)
+        log.info("store_limits", quota_bytes=quota, disk_reserve_bytes=reserve)
         self.governor = GovernorRuntime(
             threads=config.threads,
             config=GovernorConfig(policy=config.governor_policy, setpoint_c=config.setpoint_c),

@@ -56,6 +56,22 @@ def check_artifact_id(artifact_id: str) -> str:
     return artifact_id
 
 
+def default_limits(root: Path, quota_bytes: int | None, reserve_bytes: int | None) -> tuple[int, int]:
+    """The store's (quota, disk reserve): given values, or the defaults for the disk under root.
+
+    Why these defaults (finding S9): a phone's /data is shared with every app, so pushes may use at
+    most half of what is free when the daemon starts, and never the last 1 GiB or 5 %.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    st = os.statvfs(root)
+    if reserve_bytes is None:
+        reserve_bytes = max(1 << 30, st.f_blocks * st.f_frsize // 20)
+    if quota_bytes is None:
+        held = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+        quota_bytes = held + st.f_bavail * st.f_frsize // 2
+    return quota_bytes, reserve_bytes
+
+
 def disk_free(path: Path) -> int:
     """Bytes an unprivileged process may still write on path's filesystem."""
     st = os.statvfs(path)
