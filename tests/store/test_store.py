@@ -124,3 +124,36 @@ def test_byte_sizes_parse() -> None:
     for bad in ("x", "-1G", "inf"):
         with pytest.raises(argparse.ArgumentTypeError):
             byte_size(bad)
+
+
+def test_s21_gc_waits_for_a_running_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S21: gc (DeleteArtifact) cannot scan between an install's rename and its staging removal,
+    where it used to count the new artifact's blobs as dead."""
+    import threading
+
+    import edgellm.device.store.store as store_module
+
+    store = ArtifactStore(tmp_path / "s")
+    files = {"a": b"1" * 100, "b": b"2" * 10}
+    m = parse_manifest(_manifest(files))
+    store.begin(m)
+    for f in m.files:
+        part = store.part(m.artifact_id, f.sha256)
+        part.write_bytes(files[f.path])
+        store.commit_blob(part, f.sha256)
+    real_fsync = store_module._fsync_dir
+    seen: list[str] = []
+
+    def racing_gc(path: Path) -> None:  # runs inside install, after the rename
+        gc = threading.Thread(target=store.gc)
+        gc.start()
+        gc.join(0.3)
+        seen.append("waited" if gc.is_alive() else "ran inside the install")
+        real_fsync(path)
+
+    monkeypatch.setattr(store_module, "_fsync_dir", racing_gc)
+    store.install(m)
+    monkeypatch.setattr(store_module, "_fsync_dir", real_fsync)
+    store.gc()
+    assert seen == ["waited"]
+    assert all(store.has_blob(f.sha256, f.size) for f in m.files)
