@@ -112,7 +112,8 @@ class DaemonCore:
 
     async def load_model(self, name: str) -> LoadInfo:
         """LoadModel: an installed artifact (id, prefix or name), a directory loaded before, or a path."""
-        return await self.models.load(self.models.resolve(name))
+        path = await asyncio.to_thread(self.models.resolve, name)  # parses manifests: off the loop
+        return await self.models.load(path)
 
     async def unload(self, forget: bool = True) -> None:
         """Unload the model; with forget, a restart will not reload it."""
@@ -240,6 +241,8 @@ class DaemonCore:
         A full id deletes a staged-only push too (S9); a prefix or name must name an installed
         artifact. The loaded one is refused. Store work runs off the event loop (S22).
         """
+        if not name:
+            raise InvalidArgument("artifact_id is required (an id, an 8+ digit prefix or a name)")
         if _FULL_ID.fullmatch(name):
             artifact_id = name
         else:
