@@ -67,8 +67,9 @@ def default_limits(root: Path, quota_bytes: int | None, reserve_bytes: int | Non
     if reserve_bytes is None:
         reserve_bytes = max(1 << 30, st.f_blocks * st.f_frsize // 20)
     if quota_bytes is None:
-        held = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-        quota_bytes = held + st.f_bavail * st.f_frsize // 2
+        # What the quota counts (as `used_bytes` does): blobs and staged parts, not the links to them.
+        held = [*(root / "blobs").glob("*"), *(root / "staging").glob("*/*.part")]
+        quota_bytes = sum(p.lstat().st_size for p in held) + st.f_bavail * st.f_frsize // 2
     return quota_bytes, reserve_bytes
 
 
