@@ -41,6 +41,12 @@ class FailedPrecondition(EdgeError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class DeadlineExceeded(EdgeError):
+    """The peer went quiet for longer than the operation allows (e.g. an idle push)."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
 class Unavailable(EdgeError):
     """The engine died or is shutting down."""
 

@@ -48,4 +48,5 @@ class DaemonConfig:
     setpoint_c: float | None = None  # None: below the phone's first skin trip point
     governor_period_s: float = 1.0
     auth_token: str | None = None  # required when host is not loopback
+    push_idle_s: float = 60.0  # a push that sends nothing this long is ended, its reservation freed
     allow_dir_load: bool = False  # LoadModel may name a directory outside the store (S6)

@@ -68,7 +68,7 @@ class DaemonCore:
         )
         self.models = ModelLifecycle(config, self.worker, self.store, engine_factory)
         self.scheduler = Scheduler(self.models, self.worker, self.governor)
-        self._pushes = PushReceiver(self.store)
+        self._pushes = PushReceiver(self.store, config.push_idle_s)
 
     @property
     def config(self) -> DaemonConfig:
