@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,42 @@ async def test_a_load_that_crashed_is_not_restored(default_artifact: Path, tmp_p
     finally:
         await d.stop(0)
     assert (data / "loaded.json").exists()
+
+
+def test_s3_a_damaged_graph_is_refused_not_a_segfault(default_artifact: Path, tmp_path: Path) -> None:
+    """S3: an artifact whose listed, hash-valid llm.mnn is garbage used to load "OK" and then kill
+    the daemon with SIGSEGV (rc -11; warm-up on: inside LoadModel). Now LoadModel answers
+    FAILED_PRECONDITION and the same daemon process goes on to load a good model."""
+    import signal
+    import subprocess
+    import sys
+
+    from edgellm.deploy.flow import wait_health
+    from tests.deploy.conftest import free_port
+
+    bad = _copy(default_artifact, tmp_path / "bad")
+    garbage = os.urandom((bad / "llm.mnn").stat().st_size)
+    (bad / "llm.mnn").write_bytes(garbage)
+    doc = json.loads((bad / "manifest.json").read_bytes())
+    for f in doc["files"]:
+        if f["path"] == "llm.mnn":
+            f["sha256"] = hashlib.sha256(garbage).hexdigest()
+    doc["name"] = "damaged"
+    (bad / "manifest.json").write_text(json.dumps(doc))
+    data = tmp_path / "data"
+    bad_id, good_id = _install(data / "store", bad), _install(data / "store", default_artifact)
+    port = free_port()
+    argv = [sys.executable, "-m", "edgellm.cli", "daemon", "--port", str(port), "--data-dir", str(data)]
+    proc = subprocess.Popen([*argv, "--threads", "1", "--warmup-tokens", "8"], stderr=subprocess.DEVNULL)
+    try:
+        wait_health(f"127.0.0.1:{port}", timeout=60)
+        with pytest.raises(grpc.RpcError) as err:
+            _call(port, "LoadModel", device_pb2.LoadModelRequest(model=bad_id))
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "could not load the model" in str(err.value.details())
+        assert proc.poll() is None
+        loaded = _call(port, "LoadModel", device_pb2.LoadModelRequest(model=good_id))
+        assert loaded.model.artifact_id == good_id
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
