@@ -64,7 +64,8 @@ async def _refused(port: int, model: str) -> grpc.RpcError:
 
 
 async def _start(data_dir: Path, **kw: Any) -> RunningDaemon:
-    return await start_server(DaemonConfig(port=0, data_dir=data_dir, threads=1, warmup_tokens=8, **kw))
+    config = DaemonConfig(port=0, data_dir=data_dir, threads=1, warmup_tokens=8, insecure_loopback=True, **kw)
+    return await start_server(config)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +141,8 @@ async def test_s4_daemon_model_takes_an_installed_id_prefix_or_name(
     for model in (artifact_id, artifact_id[:10], name):
         ns = parser.parse_args(["daemon", "--model", model, "--data-dir", str(data), "--threads", "1"])
         config = daemon_cli.config_from(ns)  # no longer "no artifact at <id>"
-        d = await start_server(DaemonConfig(**{**config.__dict__, "port": 0, "warmup_tokens": 8}))
+        fields = {**config.__dict__, "port": 0, "warmup_tokens": 8, "insecure_loopback": True}
+        d = await start_server(DaemonConfig(**fields))
         try:
             status = await asyncio.to_thread(_call, d.port, "GetStatus", device_pb2.GetStatusRequest())
             assert status.model.artifact_id == artifact_id
@@ -223,6 +225,7 @@ def test_s3_a_damaged_graph_is_refused_not_a_segfault(default_artifact: Path, tm
     bad_id, good_id = _install(data / "store", bad), _install(data / "store", default_artifact)
     port = free_port()
     argv = [sys.executable, "-m", "edgellm.cli", "daemon", "--port", str(port), "--data-dir", str(data)]
+    argv += ["--insecure-loopback"]  # the token is i14-auth's concern; this test is about MNN
     proc = subprocess.Popen([*argv, "--threads", "1", "--warmup-tokens", "8"], stderr=subprocess.DEVNULL)
     try:
         wait_health(f"127.0.0.1:{port}", timeout=60)

@@ -184,30 +184,3 @@ async def test_s9_stale_staging_expires_at_start(tmp_path: Path) -> None:
         assert [p.name for p in staging.iterdir()] == [load_local(new)[1].artifact_id]
     finally:
         await d.stop(0)
-
-
-async def test_s8_an_idle_push_times_out_and_frees_its_reservation(tmp_path: Path) -> None:
-    """S8: a push that sends its manifest and then nothing ends DEADLINE_EXCEEDED after the idle
-    limit; its reservation and lock are released, so another push of the same artifact installs."""
-    import threading
-
-    d = await _start(tmp_path / "data", push_idle_s=0.5)
-    try:
-        art = make_artifact(tmp_path / "a", SMALL, name="a")
-        text, manifest = load_local(art)
-        hold = threading.Event()
-
-        def idle_stream() -> Any:
-            yield device_pb2.ArtifactChunk(manifest_json=text)
-            hold.wait(10)  # the hog sends nothing more
-
-        with pytest.raises(grpc.RpcError) as err:
-            await asyncio.to_thread(_call, d.port, lambda s: s.PushArtifact(idle_stream()))
-        hold.set()
-        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        assert "sent nothing" in str(err.value.details())
-        assert d.core.store.reserved == {}
-        report = await asyncio.to_thread(_push, d.port, art)
-        assert report.artifact_id == manifest.artifact_id
-    finally:
-        await d.stop(0)

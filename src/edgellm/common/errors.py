@@ -23,12 +23,6 @@ class NotFound(EdgeError, LookupError):
     code = grpc.StatusCode.NOT_FOUND
 
 
-class AlreadyExists(EdgeError):
-    """What the request would create exists already (e.g. an artifact name taken by another id)."""
-
-    code = grpc.StatusCode.ALREADY_EXISTS
-
-
 class ResourceExhausted(EdgeError):
     """Queue full, memory or disk too small."""
 
@@ -41,16 +35,28 @@ class FailedPrecondition(EdgeError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
-class DeadlineExceeded(EdgeError):
-    """The peer went quiet for longer than the operation allows (e.g. an idle push)."""
-
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
-
-
 class Unavailable(EdgeError):
     """The engine died or is shutting down."""
 
     code = grpc.StatusCode.UNAVAILABLE
+
+
+class AlreadyExists(EdgeError):
+    """Something with this identity is already live (a request id in use)."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class DeadlineExceeded(EdgeError):
+    """The peer stayed silent longer than the server waits (an idle push)."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class PermissionDenied(EdgeError):
+    """The caller is authenticated but may not do this (a path or target outside what is allowed)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
 
 
 class Unauthenticated(EdgeError):
@@ -72,4 +78,6 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.RESOURCE_EXHAUSTED, "out of memory"
     if isinstance(exc, FileNotFoundError):
         return grpc.StatusCode.NOT_FOUND, str(exc)
-    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+    # Why not the exception's text: it carries absolute device paths and errno details (finding
+    # S16); the caller gets the request id, the log keeps the traceback under that id.
+    return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from edgellm.common.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
+from edgellm.common.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from edgellm.common.logs import get_logger
 from edgellm.common.manifest import FileEntry
 from edgellm.common.push_manifest import PushManifest, parse_manifest
@@ -33,9 +33,6 @@ MAX_CHUNK_BYTES = 4 << 20
 # Why 8 MiB: one I/O-thread job per batch keeps the loop's per-chunk cost to a list append, and
 # two batches (one being written, one filling) bound the memory a push holds.
 BATCH_BYTES = 8 << 20
-# Why 60 s: a phone link that stalls longer than this is gone; an idle push must not keep its disk
-# reservation and the artifact's lock, which would refuse every other push (finding S8).
-PUSH_IDLE_S = 60.0
 
 
 ReadyFn = Callable[[StoreStatus], Awaitable[None]]
@@ -101,20 +98,9 @@ class _Part:
 class PushReceiver:
     """Runs pushes against a store; pushes of the same artifact are serialised."""
 
-    def __init__(self, store: ArtifactStore, idle_s: float = PUSH_IDLE_S) -> None:
+    def __init__(self, store: ArtifactStore) -> None:
         self.store = store
-        self.idle_s = idle_s
         self._locks: dict[str, asyncio.Lock] = {}
-
-    async def _next(self, messages: AsyncIterator[PushMessage]) -> PushMessage | None:
-        """The next message, None at the end, DEADLINE_EXCEEDED if none comes within idle_s (S8)."""
-        try:
-            return await asyncio.wait_for(anext(messages, None), self.idle_s)
-        except TimeoutError:
-            raise DeadlineExceeded(
-                f"the push sent nothing for {self.idle_s:g} s; its disk reservation and lock were "
-                "released and what arrived is kept: push again to resume"
-            ) from None
 
     async def receive(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
         """Consume one push stream (manifest first, then chunks) and install the artifact.
@@ -123,7 +109,7 @@ class PushReceiver:
         client that waits for it sends nothing while another push of the same artifact runs, and
         plans its chunks from what the device holds then (nothing, if that push installed it).
         """
-        first = await self._next(messages)
+        first = await anext(messages, None)
         if first is not None and first.error:
             raise InvalidArgument(first.error)
         if first is None or first.manifest_json is None:
@@ -156,7 +142,7 @@ class PushReceiver:
         log.info("push_started", artifact_id=manifest.artifact_id[:12], missing=status.missing_bytes)
         session = _PushSession(store, manifest)
         try:
-            while (msg := await self._next(messages)) is not None:
+            async for msg in messages:
                 await session.accept_chunk(msg)
             return await session.finish()
         finally:

@@ -15,6 +15,7 @@ from edgellm.client.commands.common_args import (
     read_text_arg,
     sampling_kwargs,
 )
+from edgellm.v1 import device_pb2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,6 +42,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
 
+def drafts(s: device_pb2.GenerateStats) -> str:
+    """The speculative-decoding part of the summary ('' when nothing was drafted)."""
+    if not s.draft_tokens:
+        return ""
+    return f" · drafts {s.accepted_draft_tokens}/{s.draft_tokens} accepted"
+
+
 def run(ns: argparse.Namespace) -> int:
     """Stream one generation to stdout; the summary goes to stderr."""
     text = read_text_arg(ns.prompt, ns.prompt_file)
@@ -51,7 +59,15 @@ def run(ns: argparse.Namespace) -> int:
         messages = ([("system", ns.system)] if ns.system else []) + [("user", text.strip())]
         prompt = None
     request = build_request(
-        prompt, messages, ns.max_new_tokens, ns.temperature, ns.seed, ns.stop, "", **sampling_kwargs(ns)
+        prompt,
+        messages,
+        ns.max_new_tokens,
+        ns.temperature,
+        ns.seed,
+        ns.stop,
+        "",
+        ns.speculation,
+        **sampling_kwargs(ns),
     )
     request.kv_window = ns.kv_window
     out = sys.stdout
@@ -76,7 +92,8 @@ def run(ns: argparse.Namespace) -> int:
                             f"[{finish_reason_name(response.finish_reason)}] "
                             f"TTFT {s.ttft_ms:.0f} ms (client {1000 * (first or 0):.0f} ms) · "
                             f"prefill {s.prompt_tokens} tok @ {s.prefill_tokens_per_second:.0f} tok/s · "
-                            f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s\n"
+                            f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s"
+                            f"{drafts(s)}\n"
                         )
     finally:
         if wrote:  # interrupted mid-answer: end the line so the shell prompt starts clean

@@ -50,6 +50,8 @@ class Scheduler:
         self.requests_served = 0
         self.last_ttft_ms = 0.0
         self.last_decode_tps = 0.0
+        self.draft_tokens_total = 0  # speculative decoding, since start
+        self.accepted_draft_tokens_total = 0
 
     @property
     def busy(self) -> bool:
@@ -110,6 +112,8 @@ class Scheduler:
         self.models.last_used = time.monotonic()
         self.last_ttft_ms = s.ttft_ms
         self.last_decode_tps = s.decode_tokens_per_second
+        self.draft_tokens_total += s.draft_tokens
+        self.accepted_draft_tokens_total += s.accepted_draft_tokens
         log.info(
             "generate_done",
             finish_reason=finished.reason.value,
