@@ -11,7 +11,6 @@ import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
