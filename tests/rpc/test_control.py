@@ -30,7 +30,7 @@ async def test_status_reports_the_loaded_model_and_the_daemons_settings(
 
 
 async def test_health_is_not_serving_until_a_model_is_loaded(fake_artifact: Path, tmp_path: Path) -> None:
-    config = DaemonConfig(port=0, data_dir=tmp_path, allow_dir_load=True)  # LoadModel of a directory
+    config = DaemonConfig(port=0, data_dir=tmp_path, allow_dir_load=True, insecure_loopback=True)
     running = await start_server(config, FakeEngine.factory())
     try:
         async with channel_to(running) as channel:
