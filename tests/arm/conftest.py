@@ -130,6 +130,7 @@ def start_daemon(
         str(SD8G3),
         "--warmup-tokens",
         "32",  # the default 256 costs minutes under emulation and only sizes memory pools
+        "--insecure-loopback",  # the host-side test client carries no token (auth: tests/rpc/test_auth.py)
         *extra,
     ]
     log = log_path.open("wb")

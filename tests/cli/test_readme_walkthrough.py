@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shlex
 import signal
 import socket
@@ -262,9 +263,16 @@ def run_client(walk: Walk, cmd: Command) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(3)
+        # Why wait for the first frame, not a fixed time: on a loaded host a Ctrl-C sent before
+        # the client has started (3 s was not enough at load 20) is lost in start-up.
+        assert proc.stdout is not None
+        seen, deadline = "", time.monotonic() + 120
+        while "governor" not in seen and time.monotonic() < deadline and proc.poll() is None:
+            if select.select([proc.stdout], [], [], 1.0)[0]:
+                seen += proc.stdout.readline()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=60)
+        out = seen + out
         assert proc.returncode == 0 and "governor" in out and "\x1b[" not in out, (out, err)
         return
     stdin = CHAT_SCRIPT if cmd.line.endswith("edgellm chat") else ""
