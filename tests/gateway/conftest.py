@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -17,46 +16,20 @@ import pytest
 import pytest_asyncio
 
 from edgellm.client.aio import connect
-from edgellm.device.config import DaemonConfig
-from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon
 from edgellm.gateway.app import Gateway
 from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.server import RunningGateway, start_gateway
-from tests.fakes.fake_artifact import write_fake_artifact
-from tests.fakes.fake_engine import DEFAULT_REPLY, FakeEngine
+from tests.rpc.conftest import fake_artifact, start_fake  # noqa: F401  (fixtures, shared)
 
 StartDaemon = Callable[..., Awaitable[RunningDaemon]]
 StartGateway = Callable[..., Awaitable[RunningGateway]]
 
 
-@pytest.fixture(scope="session")
-def fake_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fake artifact (a manifest and a token table, no weights)."""
-    return write_fake_artifact(tmp_path_factory.mktemp("fake-artifact"))
-
-
-@pytest_asyncio.fixture
-async def start_daemon(fake_artifact: Path, tmp_path: Path) -> AsyncIterator[StartDaemon]:
-    """Start fake-engine daemons: `await start_daemon(reply=..., endless=..., step_s=..., **config)`."""
-    started: list[RunningDaemon] = []
-
-    async def start(
-        reply: str = DEFAULT_REPLY, endless: bool = False, step_s: float = 0.0, **config: Any
-    ) -> RunningDaemon:
-        # No token unless a test gives one (auth has its own tests).
-        base = DaemonConfig(
-            port=0,
-            model=fake_artifact,
-            data_dir=tmp_path / f"data{len(started)}",
-            insecure_loopback="auth_token" not in config,
-        )
-        running = await start_server(replace(base, **config), FakeEngine.factory(reply, endless, step_s))
-        started.append(running)
-        return running
-
-    yield start
-    for running in started:
-        await running.stop(0)
+@pytest.fixture
+def start_daemon(start_fake: StartDaemon) -> StartDaemon:  # noqa: F811  (the fixture, by name)
+    """Fake-engine daemons, as tests/rpc starts them: `await start_daemon(reply=..., **config)`."""
+    return start_fake
 
 
 @pytest_asyncio.fixture

@@ -35,9 +35,12 @@ async def start_fake(fake_artifact: Path, tmp_path: Path) -> AsyncIterator[Start
     async def start(
         reply: str = DEFAULT_REPLY, endless: bool = False, step_s: float = 0.0, **config: Any
     ) -> RunningDaemon:
-        # Auth is not the subject here (tests/rpc/test_auth.py is): no token.
+        # No token unless a test gives one (tests/rpc/test_auth.py is where auth is the subject).
         base = DaemonConfig(
-            port=0, model=fake_artifact, data_dir=tmp_path / f"data{len(started)}", insecure_loopback=True
+            port=0,
+            model=fake_artifact,
+            data_dir=tmp_path / f"data{len(started)}",
+            insecure_loopback="auth_token" not in config,
         )
         running = await start_server(replace(base, **config), FakeEngine.factory(reply, endless, step_s))
         started.append(running)
