@@ -229,3 +229,18 @@ async def test_tls_with_a_pinned_self_signed_certificate(fake_artifact: Path, tm
             plain.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=5)
     finally:
         await running.stop(0)
+
+
+def test_a_daemon_and_a_host_service_starting_together_share_one_token(tmp_path: Path) -> None:
+    """The README starts both at once: each first start must end with the same token (no race)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from edgellm.common.tokens import ensure_token
+
+    for i in range(20):
+        daemon, host = tmp_path / f"{i}" / "data" / "token", tmp_path / f"{i}" / "config" / "token"
+        with ThreadPoolExecutor(2) as pool:
+            a = pool.submit(ensure_token, daemon, (host,))
+            b = pool.submit(ensure_token, host, (daemon,))
+            assert a.result() == b.result()
+        assert daemon.read_text() == host.read_text()

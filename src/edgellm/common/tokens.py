@@ -96,9 +96,17 @@ def ensure_token(path: Path, adopt: tuple[Path, ...] = ()) -> str:
     that finds either file reaches both (whichever starts first makes it).
     """
     if not path.exists():
+        # Why a rendezvous file: the daemon and the host service starting together (the README
+        # starts both) each found no file to adopt and made two tokens. Both now create the same
+        # first file of {PATH} ∪ ADOPT in sorted order exclusively, so one token wins everywhere.
         seed = next((read_token_file(p) for p in adopt if p != path and p.is_file()), None)
-        with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
-            write_secret_exclusive(path, seed or new_token())
+        if seed is None:
+            rendezvous = min((path, *adopt), key=str)
+            with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+                write_secret_exclusive(rendezvous, new_token())
+            seed = read_token_file(rendezvous)
+        with contextlib.suppress(FileExistsError):
+            write_secret_exclusive(path, seed)
     return read_token_file(path)
 
 
