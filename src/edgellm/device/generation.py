@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from edgellm.common.errors import InvalidArgument
+from edgellm.device.constrain import Constraint, TokenGuide
 from edgellm.device.engine.base import Engine, Logits
 from edgellm.device.kv_cache import ContextFull, FeedStats, KvCache
 from edgellm.device.sampler import Sampler, SamplingConfig
@@ -38,6 +39,7 @@ class GenerationJob:
     received_at: float = field(default_factory=time.perf_counter)
     kv_window: int = 0  # per-request sliding window; 0 = the daemon's
     n_keep: int = 0  # per-request protected prefix; 0 = the daemon's
+    constraint: Constraint | None = None  # the output must match it (docs/constrained.md)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Stats:
     evicted_tokens: int
     queue_ms: float
     total_ms: float
+    constraint_ms: float = 0.0  # token masks: computed and applied
 
 
 @dataclass(frozen=True)
@@ -144,8 +147,13 @@ def run_generation(
     emit: Emit,
     cancelled: threading.Event,
     between_tokens: Callable[[], None] | None = None,
+    guide: TokenGuide | None = None,
 ) -> Finished:
-    """Generate for job, emitting Delta events and finally one Finished event (also returned)."""
+    """Generate for job, emitting Delta events and finally one Finished event (also returned).
+
+    With a guide (the job's constraint, compiled), every step samples only what the grammar
+    allows, and the generation stops as soon as the grammar is complete.
+    """
     clock = _Clock(job.received_at)
     engine = cache.engine
     ids = render_prompt(engine, job)
@@ -161,53 +169,70 @@ def run_generation(
     feed = FeedStats()
     clock.prefill = time.perf_counter()
     logits = cache.feed(cache.begin(job.session_id, ids, feed), feed)
-    generated, reason = _decode(cache, sampler, out, logits, max_new, cancelled, between_tokens, feed, clock)
+    loop = _Loop(cache, sampler, out, cancelled, between_tokens, feed, clock, guide)
+    generated, reason = loop.decode(logits, max_new)
     out.close(reason)
     if reason == FinishReason.LENGTH and generated < job.max_new_tokens:
         reason = FinishReason.CONTEXT
-    finished = Finished(reason, _stats(clock, len(ids), generated, feed), out.stop_sequence)
+    stats = _stats(clock, len(ids), generated, feed, guide.mask_ms if guide else 0.0)
+    finished = Finished(reason, stats, out.stop_sequence)
     emit(finished)
     return finished
 
 
-def _decode(
-    cache: KvCache,
-    sampler: Sampler,
-    out: _TextOut,
-    logits: Logits,
-    max_new: int,
-    cancelled: threading.Event,
-    between_tokens: Callable[[], None] | None,
-    feed: FeedStats,
-    clock: _Clock,
-) -> tuple[int, FinishReason]:
-    """The token loop: (tokens generated, why it ended)."""
-    stop_ids = cache.engine.stop_ids
-    generated = 0
-    while generated < max_new:
-        if cancelled.is_set():
-            return generated, FinishReason.CANCELLED
-        token = sampler.sample(logits)
-        if generated == 0:
-            clock.first_token = time.perf_counter()
-        if token in stop_ids:
-            return generated, FinishReason.STOP
-        generated += 1
-        sampler.observe(token)
-        if out.push(token):
-            return generated, FinishReason.STOP
-        if generated >= max_new:
-            break
-        if between_tokens is not None:
-            between_tokens()
-        try:
-            logits = cache.step(token, feed)
-        except ContextFull:
-            return generated, FinishReason.CONTEXT
-    return generated, FinishReason.LENGTH
+@dataclass
+class _Loop:
+    """What the token loop works with (one request)."""
+
+    cache: KvCache
+    sampler: Sampler
+    out: _TextOut
+    cancelled: threading.Event
+    between_tokens: Callable[[], None] | None
+    feed: FeedStats
+    clock: _Clock
+    guide: TokenGuide | None
+
+    def decode(self, logits: Logits, max_new: int) -> tuple[int, FinishReason]:
+        """The token loop: (tokens generated, why it ended)."""
+        stop_ids = self.cache.engine.stop_ids
+        generated = 0
+        while generated < max_new:
+            if self.cancelled.is_set():
+                return generated, FinishReason.CANCELLED
+            token = self._pick(logits)
+            if generated == 0:
+                self.clock.first_token = time.perf_counter()
+            if token in stop_ids:
+                return generated, FinishReason.STOP
+            generated += 1
+            self.sampler.observe(token)
+            if self.guide is not None:
+                self.guide.advance(token)
+            if self.out.push(token) or (self.guide is not None and self.guide.complete):
+                return generated, FinishReason.STOP
+            if generated >= max_new:
+                break
+            if self.between_tokens is not None:
+                self.between_tokens()
+            try:
+                logits = self.cache.step(token, self.feed)
+            except ContextFull:
+                return generated, FinishReason.CONTEXT
+        return generated, FinishReason.LENGTH
+
+    def _pick(self, logits: Logits) -> int:
+        """Sample the next token, within the constraint when there is one."""
+        if self.guide is None:
+            return self.sampler.sample(logits)
+        token = self.sampler.sample(self.guide.mask(logits))
+        if not self.guide.allows(token):
+            # Only possible when logit_bias (-inf) removes every token the grammar allows.
+            raise InvalidArgument("logit_bias forbids every token the constraint allows at this point")
+        return token
 
 
-def _stats(clock: _Clock, prompt_tokens: int, generated: int, feed: FeedStats) -> Stats:
+def _stats(clock: _Clock, prompt_tokens: int, generated: int, feed: FeedStats, mask_ms: float) -> Stats:
     done = time.perf_counter()
     first = clock.first_token or done
     prefill_done = feed.prefilled + feed.recomputed
@@ -223,4 +248,5 @@ def _stats(clock: _Clock, prompt_tokens: int, generated: int, feed: FeedStats) -
         evicted_tokens=feed.evicted,
         queue_ms=(clock.started - clock.received) * 1000,
         total_ms=(done - clock.received) * 1000,
+        constraint_ms=mask_ms,
     )
