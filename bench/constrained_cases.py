@@ -50,3 +50,49 @@ def cases(split: str) -> list[Case]:
         jsonschema.Draft202012Validator.check_schema(doc["schema"])
         out.append(Case(path.stem, doc["task"], doc["schema"]))
     return out
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One constrained answer as the daemon streamed it."""
+
+    case: str
+    seed: int
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: int
+    completion_tokens: int
+    constraint_ms: float
+    decode_tokens_per_second: float
+
+
+TEMPERATURE = 0.8
+MAX_NEW_TOKENS = 320
+
+
+async def ask(stub: Any, case: Case, seed: int, temperature: float = TEMPERATURE) -> Answer:
+    """Sample one answer to `case` from a daemon (a DeviceDaemon aio stub) under its JSON schema."""
+    from edgellm.v1 import common_pb2, device_pb2
+
+    request = device_pb2.GenerateRequest(
+        messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in case.messages()],
+        max_new_tokens=MAX_NEW_TOKENS,
+        sampling=device_pb2.SamplingParams(temperature=temperature, seed=seed),
+        constraint=device_pb2.OutputConstraint(json_schema=case.schema_text),
+    )
+    text, ids = "", []
+    async for r in stub.Generate(request):
+        text += r.text
+        ids.extend(r.token_ids)
+        last = r
+    s = last.stats
+    return Answer(
+        case.name,
+        seed,
+        text,
+        tuple(ids),
+        last.finish_reason,
+        s.completion_tokens,
+        s.constraint_ms,
+        s.decode_tokens_per_second,
+    )

@@ -29,8 +29,12 @@ def tokenizer_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_fake_artifact(tmp_path_factory.mktemp("fake-hf-tokenizer"), hf_tokenizer=True)
 
 
-def request(constraint: OutputConstraint, **fields: object) -> device_pb2.GenerateRequest:
-    return device_pb2.GenerateRequest(prompt="Where?", max_new_tokens=40, constraint=constraint, **fields)
+def request(
+    constraint: OutputConstraint, sampling: device_pb2.SamplingParams | None = None
+) -> device_pb2.GenerateRequest:
+    return device_pb2.GenerateRequest(
+        prompt="Where?", max_new_tokens=40, constraint=constraint, sampling=sampling
+    )
 
 
 async def run(
