@@ -47,12 +47,15 @@ async def test_regex_and_json_object_with_the_real_model(
     async def run(constraint: device_pb2.OutputConstraint, question: str) -> str:
         req = device_pb2.GenerateRequest(
             messages=[common_pb2.ChatMessage(role="user", content=question)],
-            max_new_tokens=64,
+            max_new_tokens=96,
             constraint=constraint,
         )
         return "".join([r.text async for r in daemon_stub.Generate(req)])
 
     date = await run(device_pb2.OutputConstraint(regex=r"\d{4}-\d{2}-\d{2}"), "When did World War II end?")
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", date)
-    obj = await run(device_pb2.OutputConstraint(json_object=True), "Describe Paris as a JSON object.")
+    obj = await run(
+        device_pb2.OutputConstraint(json_object=True),
+        'What is the capital of France? Answer as a JSON object with one key, "city".',
+    )
     assert isinstance(json.loads(obj), dict)
