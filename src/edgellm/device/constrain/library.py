@@ -132,6 +132,10 @@ class TokenizerCache:
         self._key = ""
         self._tokenizer: GrammarTokenizer | None = None
 
+    def clear(self) -> None:
+        """Forget the tokenizer (the model was unloaded): its memory goes with the model's."""
+        self._key, self._tokenizer = "", None
+
     def get(self, lib: ModuleType, artifact: Artifact) -> GrammarTokenizer:
         """The artifact's GrammarTokenizer (built now if the loaded model changed)."""
         if self._tokenizer is None or self._key != artifact.artifact_id:

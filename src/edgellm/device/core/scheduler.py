@@ -55,6 +55,7 @@ class Scheduler:
         self.last_ttft_ms = 0.0
         self.last_decode_tps = 0.0
         self.grammar_tokenizers = TokenizerCache()  # the loaded model's, for constrained output
+        models.on_change(lambda loaded: None if loaded else self.grammar_tokenizers.clear())
 
     @property
     def busy(self) -> bool:
