@@ -29,7 +29,7 @@ def trace(result: SimResult) -> Trace:
         tr.temps.setdefault("skin", []).append(s.skin_c)
         tr.temps.setdefault("die", []).append(s.die_c)
         tr.tokens_per_second.append(s.tokens_per_second)
-        tr.threads.append(float(s.rung))
+        tr.rung.append(float(s.rung))
         tr.pacing_ms.append(s.pacing_ms)
     return tr
 

@@ -73,6 +73,11 @@ def main() -> int:
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
+    if rc == 0:
+        print(
+            "\nNext: `. .venv/bin/activate` puts `edgellm` on your PATH; then `edgellm daemon --model "
+            "default` in one terminal and `edgellm chat` in another (README.md, 'Talk to the default model')."
+        )
     return rc
 
 

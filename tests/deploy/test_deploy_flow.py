@@ -17,7 +17,7 @@ from edgellm.deploy.adb import DeployError
 from edgellm.deploy.channel import PROLOGUE_MARKER
 from edgellm.deploy.device import deploy_device, deploy_logs, deploy_status, deploy_stop, deploy_uninstall
 from edgellm.deploy.flow import MODEL_PATH, STAMP_PATH
-from tests.deploy.conftest import Rig
+from tests.deploy.conftest import Rig, free_port
 from tests.deploy.fake_adb_server import FakeAdbServer
 from tests.deploy.fake_phone import BOOT_SCRIPT, SERVICE_DIR, FakePhone
 
@@ -239,7 +239,11 @@ def test_non_debuggable_termux_uses_sshd(rig: Rig, tmp_path: Path) -> None:
 
     from edgellm.deploy.channel import SshKeys
 
-    config = dataclasses.replace(rig.config, ssh_keys=SshKeys(tmp_path / "ssh" / "id_ed25519"))
+    # Why a free port, not the default 58022: the fake adb server really listens on it, and another
+    # process on this machine (a second test run) may hold 58022, which failed the forward.
+    config = dataclasses.replace(
+        rig.config, ssh_keys=SshKeys(tmp_path / "ssh" / "id_ed25519"), ssh_local_port=free_port()
+    )
     io = dataclasses.replace(rig.io, runner=runner, confirm=confirm)
     deploy_device(config, io)
     assert rig.phone.service == "run" and rig.phone.install_runs == 1

@@ -65,6 +65,6 @@ async def test_telemetry_json_record_plot_and_config(
     assert await loop.run_in_executor(None, cli, *args) == 0
     assert len(rec.read_text().splitlines()) == 3 and png.stat().st_size > 1000
     assert await loop.run_in_executor(None, cli, "config", "set", "setpoint=39") == 0
-    assert "setpoint=39.0" in capsys.readouterr().out
+    assert "setpoint_c=39.0" in capsys.readouterr().out
     assert await loop.run_in_executor(None, cli, "config", "set", "policy=turbo") == 2
     assert await loop.run_in_executor(None, cli, "config", "set", "policy=thermal") == 0

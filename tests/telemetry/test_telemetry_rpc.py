@@ -146,7 +146,12 @@ async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Pa
             plant.skin_c = 60.0  # past every trip point: all firmware levels engage
             plant.update_firmware()
             assert plant.level == len(plant.p.firmware)
+            # The deepest level cuts sd8gen3 decode to about a third: the physics says so exactly,
+            slowdown = running.core.governor.phone.slowdown(None)  # type: ignore[union-attr]
             hot = await decode_tps(stub)
     finally:
         await running.stop(0)
-    assert hot < 0.6 * cool  # the deepest level cuts sd8gen3 decode to about a third
+    assert slowdown > 2.5
+    # and the real engine is really stretched. Why the loose bound: a wall-clock ratio on a
+    # loaded 2-core host drowns part of the stretch (0.77 measured at load 12, ~0.35 when idle).
+    assert hot < 0.85 * cool

@@ -9,11 +9,12 @@ from types import TracebackType
 
 import grpc
 
+from edgellm.client.channel import MAX_MESSAGE_BYTES, open_channel
 from edgellm.common.auth import client_metadata
 from edgellm.common.targets import resolve_target
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+__all__ = ["MAX_MESSAGE_BYTES", "Completion", "DaemonClient", "build_request", "finish_reason_name"]
 
 
 @dataclass
@@ -34,7 +35,11 @@ def finish_reason_name(value: int) -> str:
 
 
 class DaemonClient:
-    """Blocking client over one channel; use as a context manager."""
+    """Blocking client over one channel; use as a context manager.
+
+    Every call on `channel`/`stub` carries the bearer token (edgellm.client.channel.open_channel);
+    `metadata` is the same header, for callers that build calls by hand.
+    """
 
     def __init__(
         self, target: str | None = None, timeout: float | None = None, token: str | None = None
@@ -42,13 +47,7 @@ class DaemonClient:
         self.target = resolve_target(target)
         self.timeout = timeout
         self.metadata = client_metadata(token)
-        self.channel = grpc.insecure_channel(
-            self.target,
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
-        )
+        self.channel = open_channel(self.target, token)
         self.stub = device_pb2_grpc.DeviceDaemonStub(self.channel)
 
     def __enter__(self) -> DaemonClient:
@@ -69,7 +68,7 @@ class DaemonClient:
 
     def stream(self, request: device_pb2.GenerateRequest) -> Iterator[device_pb2.GenerateResponse]:
         """Raw response stream for a request (cancel by closing the iterator)."""
-        call = self.stub.Generate(request, timeout=self.timeout, metadata=self.metadata)
+        call = self.stub.Generate(request, timeout=self.timeout)
         try:
             yield from call
         finally:
@@ -115,9 +114,7 @@ class DaemonClient:
 
     def status(self) -> device_pb2.DaemonStatus:
         """The daemon's status."""
-        return self.stub.GetStatus(
-            device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0, metadata=self.metadata
-        )
+        return self.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0)
 
 
 def build_request(

@@ -15,7 +15,8 @@ class Trace:
     t_s: list[float] = field(default_factory=list)
     temps: dict[str, list[float]] = field(default_factory=dict)  # e.g. {"skin": [...], "die": [...]}
     tokens_per_second: list[float] = field(default_factory=list)
-    threads: list[float] = field(default_factory=list)
+    rung: list[float] = field(default_factory=list)  # governor ladder position, 0 = fastest
+    threads: list[float] = field(default_factory=list)  # optional: inference threads
     pacing_ms: list[float] = field(default_factory=list)
 
 
@@ -32,9 +33,13 @@ def plot_traces(traces: Sequence[Trace], out: Path, title: str = "") -> None:
         for name, values in tr.temps.items():
             axes[0].plot(minutes, values, label=f"{tr.label} {name}")
         axes[1].plot(minutes, tr.tokens_per_second, label=tr.label)
-        axes[2].step(minutes, tr.threads, where="post", label=tr.label)
+        axes[2].step(minutes, tr.rung, where="post", label=f"{tr.label} rung")
+        if tr.threads:
+            axes[2].step(minutes, tr.threads, where="post", linestyle=":", label=f"{tr.label} threads")
         axes[3].plot(minutes, tr.pacing_ms, label=tr.label)
-    for ax, ylabel in zip(axes, ("°C", "tokens/s", "threads / rung", "pacing ms"), strict=True):
+    axes[2].yaxis.get_major_locator().set_params(integer=True)
+    labels = ("°C", "tokens/s", "rung (0 = fastest) / threads", "pacing ms")
+    for ax, ylabel in zip(axes, labels, strict=True):
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")

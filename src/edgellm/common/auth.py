@@ -41,6 +41,11 @@ def token_from_env() -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
+def client_token() -> str | None:
+    """The token every client command sends (one place: a token file would be read here)."""
+    return token_from_env()
+
+
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     """Rejects calls whose `authorization` metadata is not `Bearer <token>`."""
 
@@ -61,12 +66,15 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if hmac.compare_digest(given_bytes, self._expected) or handler is None:
             return handler
-        return _deny_like(handler)
+        if given_bytes:
+            message = "wrong token: the bearer token sent does not match this server's --auth-token"
+        else:
+            message = f"no token sent: this server requires one (set ${TOKEN_ENV} to its --auth-token)"
+        return _deny_like(handler, message)
 
 
-def _deny_like(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+def _deny_like(handler: grpc.RpcMethodHandler[Any, Any], message: str) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler of the same streaming shape that answers UNAUTHENTICATED."""
-    message = f"missing or wrong token: set ${TOKEN_ENV} to the daemon's token"
 
     async def deny(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
@@ -86,6 +94,6 @@ def _deny_like(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandle
 
 
 def client_metadata(token: str | None = None) -> tuple[tuple[str, str | bytes], ...]:
-    """Metadata a client sends: the bearer token from the argument or $EDGELLM_TOKEN."""
-    token = token or token_from_env()
+    """Metadata a client sends: the bearer token from the argument or client_token()."""
+    token = token or client_token()
     return (("authorization", f"Bearer {token}"),) if token else ()

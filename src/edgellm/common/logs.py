@@ -12,6 +12,19 @@ import structlog
 _configured = False
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes each record to whatever sys.stderr is when it is emitted.
+
+    Why: a handler bound to the stderr of the moment keeps writing to it after a caller swapped
+    and closed it (pytest's capsys around `edgellm.cli.main`), and every later log line from a
+    server thread then fails with "I/O operation on closed file".
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr  # under the handler's lock (Handler.handle)
+        super().emit(record)
+
+
 def configure_logging(level: str | None = None, json: bool | None = None) -> None:
     """Configure structlog and route stdlib logging through it (idempotent)."""
     global _configured
@@ -36,7 +49,7 @@ def configure_logging(level: str | None = None, json: bool | None = None) -> Non
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
+import socket
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -11,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from edgellm.common.auth import TokenAuthInterceptor, require_token_off_loopback
+from edgellm.common.errors import FailedPrecondition
 
 MAX_FRAME_BYTES = (1 << 24) - 1  # the largest frame HTTP/2 allows (RFC 9113 §4.2)
 
@@ -21,7 +24,12 @@ def new_server(host: str, auth_token: str | None, max_message_bytes: int | None 
     # Why a large HTTP/2 frame size: the default 16 KiB frames cut each 1 MiB push chunk into 64
     # frames; allowing larger ones took bare gRPC streaming of 1 MiB messages over loopback from
     # 849 to 1,087 MB/s on the 2-core build machine (docs/benchmarks.md).
-    options: list[tuple[str, int]] = [("grpc.http2.max_frame_size", MAX_FRAME_BYTES)]
+    # Why so_reuseport 0: gRPC sets SO_REUSEPORT by default, so a second daemon on the same port
+    # also bound and the kernel split connections between two different models; now it fails.
+    options: list[tuple[str, int]] = [
+        ("grpc.http2.max_frame_size", MAX_FRAME_BYTES),
+        ("grpc.so_reuseport", 0),
+    ]
     if max_message_bytes:
         options += [
             ("grpc.max_receive_message_length", max_message_bytes),
@@ -52,11 +60,49 @@ class Health:
             self.servicer.set(name, status)
 
 
+class CannotListen(FailedPrecondition):
+    """The server cannot bind its address (in use, not this machine's, or privileged)."""
+
+
+_WHY = {
+    errno.EADDRINUSE: "is already in use (another edgellm daemon or host service?): stop it, or choose "
+    "another --port",
+    errno.EADDRNOTAVAIL: "is not an address of this machine: choose another --host",
+    errno.EACCES: "needs privileges (ports below 1024): choose another --port",
+}
+
+
+def _cannot_listen(host: str, port: int, err: int | None = None) -> CannotListen:
+    why = _WHY.get(err or 0, "cannot be bound (in use, or not an address of this machine)")
+    return CannotListen(f"{host}:{port} {why}")
+
+
+def _check_free(host: str, port: int) -> None:
+    """Refuse an address something listens on, before gRPC tries (and logs a C-core error line)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return  # gRPC reports an unresolvable host itself
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno in _WHY:
+                    raise _cannot_listen(host, port, exc.errno) from exc
+
+
 async def bind_and_start(server: grpc.aio.Server, host: str, port: int) -> int:
     """Listen on host:port (0 = any free port) and start; return the bound port."""
-    bound = server.add_insecure_port(f"{host}:{port}")
+    if port:
+        _check_free(host, port)
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:  # grpcio raises "Failed to bind to address" (no errno)
+        raise _cannot_listen(host, port) from exc
     if bound == 0:
-        raise OSError(f"could not bind {host}:{port}")
+        raise _cannot_listen(host, port)
     await server.start()
     return bound
 

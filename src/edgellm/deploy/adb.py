@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,20 @@ class AdbServer:
 
     host: str | None = None
     port: int | None = None
+
+    def address(self) -> tuple[str, int]:
+        """host and port as adbutils resolves them ($ANDROID_ADB_SERVER_HOST/PORT, else 127.0.0.1:5037)."""
+        host = self.host or os.environ.get("ANDROID_ADB_SERVER_HOST", "127.0.0.1")
+        port = self.port or int(os.environ.get("ANDROID_ADB_SERVER_PORT", "5037"))
+        return host, port
+
+    def running(self) -> bool:
+        """Whether something accepts connections there (a plain connect: starts nothing)."""
+        try:
+            with socket.create_connection(self.address(), timeout=2.0):
+                return True
+        except OSError:
+            return False
 
 
 _STATE_HELP = {
@@ -102,9 +118,20 @@ class Phone:
         self._device.forward_remove(f"tcp:{local_port}", raise_non_found=False)
 
 
-def connect(serial: str | None, server: AdbServer = AdbServer()) -> Phone:
-    """The one ready phone (by serial, or the only one attached), with a clear error otherwise."""
+def connect(serial: str | None, server: AdbServer = AdbServer(), start_server: bool = True) -> Phone:
+    """The one ready phone (by serial, or the only one attached), with a clear error otherwise.
+
+    start_server=False (dry runs) never starts an adb server: adbutils would run `adb start-server`
+    when none listens, leaving a daemon behind on a machine the user only wanted to inspect.
+    """
     import adbutils
+
+    if not start_server and not server.running():
+        host, port = server.address()
+        raise DeployError(
+            f"no adb server is running at {host}:{port}, so no phone can be listed; a dry run starts "
+            "nothing: run `adb start-server` (or deploy without --dry-run) and attach the phone"
+        )
 
     client = adbutils.AdbClient(host=server.host, port=server.port)
     try:

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                 "--dry-run", action="store_true", help="print every step without changing anything"
             )
         if name == "logs":
-            a.add_argument("-n", "--lines", type=int, default=100)
+            a.add_argument("-n", "--lines", type=int, default=100, help="how many of the last lines to show")
         a.set_defaults(handler=run)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgellm.common.logs import get_logger
-from edgellm.common.paths import REPO_ROOT
+from edgellm.common.paths import source_root
 from edgellm.deploy.adb import AdbServer, DeployError, Phone, connect
 from edgellm.deploy.channel import (
     HOME,
@@ -56,12 +56,11 @@ ArtifactInstaller = Callable[[str, Path], str]
 
 def push_artifact(target: str, artifact: Path) -> str:
     """Resumable push (edgellm.client.push.Pusher) through the forwarded port; returns the artifact id."""
-    import grpc
-
     # Imported lazily: the push client is its own module, only needed when there is an artifact.
+    from edgellm.client.channel import open_channel
     from edgellm.client.push import Pusher
 
-    with grpc.insecure_channel(target) as ch:
+    with open_channel(target) as ch:  # sends the client token, like every client command
         report = Pusher(ch, artifact).run()
     log.info("artifact_pushed", id=report.artifact_id, sent=report.bytes_sent, skipped=report.bytes_skipped)
     return report.artifact_id
@@ -69,11 +68,10 @@ def push_artifact(target: str, artifact: Path) -> str:
 
 def load_model(target: str, model: str) -> None:
     """LoadModel on the daemon (replaces any loaded model)."""
-    import grpc
-
+    from edgellm.client.channel import open_channel
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
-    with grpc.insecure_channel(target) as ch:
+    with open_channel(target) as ch:
         device_pb2_grpc.DeviceDaemonStub(ch).LoadModel(device_pb2.LoadModelRequest(model=model), timeout=600)
 
 
@@ -130,7 +128,10 @@ def build_wheel(out_dir: Path, runner: Runner = run_host) -> Path:
     """`pip wheel --no-deps .` of this repository into out_dir."""
     # Why SOURCE_DATE_EPOCH: a reproducible wheel (fixed zip timestamps) hashes the same when the
     # code has not changed, so a re-run skips the copy, the install and the restart.
-    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out_dir), str(REPO_ROOT)]
+    root = source_root()
+    if root is None:
+        raise DeployError("edgellm runs from an installed package, not a checkout: pass --wheel FILE")
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out_dir), str(root)]
     p = runner(["env", f"SOURCE_DATE_EPOCH={WHEEL_EPOCH}", *pip])
     wheels = sorted(out_dir.glob("edgellm-*.whl"))
     if p.returncode != 0 or not wheels:
@@ -154,7 +155,7 @@ def open_channel(phone: Phone, facts: PhoneFacts, config: DeployConfig, io: Depl
 def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[StepReport]:
     """Find the phone, install and start the daemon, forward its port, push the artifact."""
     io = io or DeployIO()
-    phone = connect(config.serial, config.adb)
+    phone = connect(config.serial, config.adb, start_server=not config.dry_run)
     facts = probe(phone)
     for warning in check_termux(facts):
         io.out(f"warning: {warning}")

@@ -79,20 +79,23 @@ Event = Delta | Finished
 Emit = Callable[[Event], None]
 
 
-def render_prompt(engine: Engine, job: GenerationJob) -> list[int]:
+def render_prompt(engine: Engine, job: GenerationJob, sliding: bool = False) -> list[int]:
     """Token ids for the request: chat template on the device, or raw text.
 
     Checked here, on the worker thread, rather than in the RPC layer: only the engine knows the
-    tokenizer and the context length.
+    tokenizer and the context length. A prompt as long as the context is refused unless the
+    request slides a window (the cache then keeps the protected start and the most recent tokens
+    while the prompt is fed).
     """
     text = engine.apply_chat_template(job.messages) if job.messages else (job.prompt or "")
     ids = engine.encode(text)
     if not ids:
         raise InvalidArgument("the prompt is empty after tokenization")
-    if len(ids) >= engine.context_length:
+    if len(ids) >= engine.context_length and not sliding:
         raise InvalidArgument(
-            f"prompt is {len(ids)} tokens; the model's context is {engine.context_length} "
-            f"(shorten it or leave room for at least one new token)"
+            f"prompt is {len(ids)} tokens; the model's context is {engine.context_length}: shorten it "
+            "(leave room for at least one new token), or slide a KV window over it (request kv_window, "
+            "`--kv-window N`: only the start and the last N tokens stay in view)"
         )
     return ids
 
@@ -156,7 +159,7 @@ def run_generation(
     """
     clock = _Clock(job.received_at)
     engine = cache.engine
-    ids = render_prompt(engine, job)
+    ids = render_prompt(engine, job, cache.policy.sliding)
     job.sampling.validate(engine.vocab_size)  # needs the vocabulary, so here rather than in the RPC
     sampler = Sampler(job.sampling)
     sampler.observe_prompt(ids)

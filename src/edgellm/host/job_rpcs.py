@@ -15,6 +15,7 @@ import grpc
 
 from edgellm.common.errors import InvalidArgument, NotFound
 from edgellm.common.grpc_util import server_stream
+from edgellm.common.paths import resolve_artifact
 from edgellm.host.jobs import Job, JobManager, JobUpdate, Progress
 from edgellm.host.quantize.plan import PlanError
 from edgellm.host.quantize.run import QuantizeJob, make_job, run_job
@@ -70,7 +71,7 @@ def run_quantize(req: host_pb2.QuantizeRequest, progress: Progress) -> dict[str,
 
 def check_evaluate(req: host_pb2.EvaluateRequest) -> None:
     """Validate an EvaluateRequest."""
-    if not (Path(req.artifact_dir) / "config.json").is_file():
+    if not (resolve_artifact(req.artifact_dir) / "config.json").is_file():
         raise NotFound(f"no MNN artifact at {req.artifact_dir!r} (config.json missing)")
     if req.text_file and not Path(req.text_file).is_file():
         raise NotFound(f"text file {req.text_file} not found")
@@ -83,7 +84,7 @@ def run_evaluate(req: host_pb2.EvaluateRequest, progress: Progress) -> dict[str,
     from edgellm.host.evaluate.artifact import evaluate_artifact, reference_dir
     from edgellm.host.evaluate.evaluate import EvalConfig
 
-    artifact = Path(req.artifact_dir)
+    artifact = resolve_artifact(req.artifact_dir)
     tokens = req.tokens or 2048
     cfg = EvalConfig(
         text_file=Path(req.text_file) if req.text_file else None,
@@ -102,7 +103,7 @@ def check_scan(req: host_pb2.ScanOperatorsRequest) -> None:
 
     if req.backend not in backends():
         raise InvalidArgument(f"backend must be one of {', '.join(backends())}, got {req.backend!r}")
-    path = Path(req.artifact_dir)
+    path = resolve_artifact(req.artifact_dir)
     if not (path / "llm.mnn").is_file() and not (path.is_file() and path.suffix == ".mnn"):
         raise NotFound(f"no llm.mnn at {req.artifact_dir!r}")
 
@@ -112,7 +113,7 @@ def run_scan(req: host_pb2.ScanOperatorsRequest, progress: Progress) -> dict[str
     from edgellm.host.scan.scan import scan
 
     progress(0.1, "scan: dumping graph")
-    return scan(Path(req.artifact_dir), req.backend).to_dict()
+    return scan(resolve_artifact(req.artifact_dir), req.backend).to_dict()
 
 
 class JobRpcs:

@@ -15,7 +15,7 @@ import grpc
 from edgellm.common.errors import EdgeError, NotFound
 from edgellm.common.grpc_util import server_stream, unary
 from edgellm.common.logs import get_logger
-from edgellm.common.paths import cache_dir
+from edgellm.common.paths import cache_dir, resolve_artifact
 from edgellm.common.targets import resolve_target
 from edgellm.device.artifact import open_artifact
 from edgellm.device.rpc.wire import artifact_info
@@ -41,7 +41,7 @@ class HostService(JobRpcs, host_pb2_grpc.HostServiceServicer):
         """Push an artifact to a device daemon, load it, run a short generation; stream progress."""
         if not request.artifact_dir:
             raise NotFound("artifact_dir is required: the artifact directory on this host")
-        artifact = Path(request.artifact_dir)
+        artifact = resolve_artifact(request.artifact_dir)
         open_artifact(artifact)  # refuse a missing or incomplete artifact before starting a job
         target = resolve_target(request.target or None)
         async for event in self._stream(self.jobs.submit("deploy", lambda p: deploy(artifact, target, p))):

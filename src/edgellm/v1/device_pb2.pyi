@@ -453,6 +453,7 @@ class GovernorState(_message.Message):
     LAST_DECISION_FIELD_NUMBER: _builtins.int
     LAST_REASON_FIELD_NUMBER: _builtins.int
     LAST_DECISION_UNIX_FIELD_NUMBER: _builtins.int
+    RUNG_FIELD_NUMBER: _builtins.int
     policy: _builtins.str
     """"off", "thermal", ..."""
     threads: _builtins.int
@@ -464,6 +465,8 @@ class GovernorState(_message.Message):
     last_decision: _builtins.str
     last_reason: _builtins.str
     last_decision_unix: _builtins.float
+    rung: _builtins.int
+    """the ladder position in use: 0 = fastest (cluster names it); 10-15 are i18-governor's"""
     def __init__(
         self,
         *,
@@ -476,10 +479,11 @@ class GovernorState(_message.Message):
         last_decision: _builtins.str = ...,
         last_reason: _builtins.str = ...,
         last_decision_unix: _builtins.float = ...,
+        rung: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

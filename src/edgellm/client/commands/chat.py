@@ -1,46 +1,95 @@
-"""`edgellm chat`: a multi-turn terminal chat against the device daemon."""
+"""`edgellm chat`: a multi-turn terminal chat against the device daemon.
+
+One line is one turn. For several lines (a paste, code), open a block with a line holding only
+three double quotes (as in Ollama) and close it with another: everything between is one message.
+Commands: /reset, /quit.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import uuid
+from collections.abc import Iterator
+from typing import TextIO
 
 import grpc
 
 from edgellm.client.client import DaemonClient, build_request
-from edgellm.client.commands.common_args import add_sampling, add_target, report_rpc_error, sampling_kwargs
+from edgellm.client.commands.common_args import (
+    add_sampling,
+    add_target,
+    add_window,
+    report_rpc_error,
+    sampling_kwargs,
+)
+from edgellm.client.failures import FAILED, OK
+
+BLOCK = '"""'
+HELP = f"one line per message; {BLOCK} on its own line opens/closes a multi-line message; /reset, /quit"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `chat` subcommand."""
-    p = sub.add_parser("chat", help="multi-turn chat in the terminal (/reset, /quit)")
+    p = sub.add_parser("chat", help=f"multi-turn chat in the terminal ({HELP})")
     add_target(p)
     add_sampling(p)
-    p.add_argument("--system", default="You are a helpful assistant.", help="system message")
+    add_window(p)
+    p.add_argument(
+        "--system", default=None, help="system message (default: the chat template's own system prompt)"
+    )
     p.set_defaults(handler=run)
 
 
-def run(ns: argparse.Namespace) -> int:
-    """Read lines from stdin, stream replies, keep the history."""
-    history: list[tuple[str, str]] = [("system", ns.system)] if ns.system else []
-    session = uuid.uuid4().hex
-    with DaemonClient(ns.target) as client:
-        while True:
-            if sys.stdin.isatty():
-                sys.stdout.write("you> ")
-                sys.stdout.flush()
-            line = sys.stdin.readline()
-            if not line:
-                return 0
-            text = line.strip()
-            if text in ("/quit", "/exit"):
-                return 0
-            if text == "/reset":
-                history = history[:1] if ns.system else []
-                session = uuid.uuid4().hex
+def messages(stream: TextIO, prompt: str = "you> ", more: str = "...> ") -> Iterator[str]:
+    """User turns from a stream: one per non-empty line, or one per triple-quote block of lines."""
+    interactive = stream.isatty()
+    block: list[str] | None = None
+    while True:
+        if interactive:
+            sys.stdout.write(prompt if block is None else more)
+            sys.stdout.flush()
+        line = stream.readline()
+        if not line:  # EOF; inside an open block, send what was typed
+            if block is not None and "\n".join(block).strip():
+                yield "\n".join(block).strip()
+            return
+        text = line.rstrip("\r\n")
+        if block is None:
+            stripped = text.strip()
+            if not stripped.startswith(BLOCK):
+                if stripped:
+                    yield stripped
                 continue
-            if not text:
+            rest = stripped[len(BLOCK) :]
+            if rest.endswith(BLOCK):  # a whole message between triple quotes on one line
+                if rest[: -len(BLOCK)].strip():
+                    yield rest[: -len(BLOCK)].strip()
+                continue
+            block = [rest] if rest else []
+        elif text.rstrip().endswith(BLOCK):
+            block.append(text.rstrip()[: -len(BLOCK)])
+            joined = "\n".join(block).strip()
+            block = None
+            if joined:
+                yield joined
+        else:
+            block.append(text)
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Read turns from stdin, stream replies, keep the history; non-zero when every turn failed."""
+    system: list[tuple[str, str]] = [("system", ns.system)] if ns.system else []
+    history = list(system)
+    session = uuid.uuid4().hex
+    answered = failed = 0
+    last_error = OK
+    with DaemonClient(ns.target) as client:
+        for text in messages(sys.stdin):
+            if text in ("/quit", "/exit", "/bye"):
+                break
+            if text == "/reset":
+                history, session = list(system), uuid.uuid4().hex
                 continue
             history.append(("user", text))
             request = build_request(
@@ -53,10 +102,12 @@ def run(ns: argparse.Namespace) -> int:
                 session,
                 **sampling_kwargs(ns),
             )
+            request.kv_window = ns.kv_window
             reply = ""
-            sys.stdout.write("bot> ")
             try:
                 for response in client.stream(request):
+                    if not reply and response.text:
+                        sys.stdout.write("bot> ")
                     reply += response.text
                     sys.stdout.write(response.text)
                     sys.stdout.flush()
@@ -67,7 +118,14 @@ def run(ns: argparse.Namespace) -> int:
                             f"  [TTFT {s.ttft_ms:.0f} ms · {s.decode_tokens_per_second:.1f} tok/s]\n"
                         )
             except grpc.RpcError as err:
+                if reply:
+                    sys.stdout.write("\n")
                 history.pop()
-                report_rpc_error(err)
+                failed += 1
+                last_error = report_rpc_error(err, ns)
                 continue
+            answered += 1
             history.append(("assistant", reply))
+    if failed and not answered:
+        return last_error or FAILED
+    return OK

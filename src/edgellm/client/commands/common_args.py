@@ -4,31 +4,78 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import grpc
 
-from edgellm.common.targets import DEFAULT_TARGET
+from edgellm.client.failures import Peer, peer_of, rpc_failure
+from edgellm.client.sampling import RECOMMENDED, SamplingDefaults
+from edgellm.common.argtypes import float_in, non_negative_int, positive_int
+from edgellm.common.errors import InvalidArgument
+from edgellm.common.targets import DEFAULT_TARGET, TARGET_ENV
 
 
-def add_target(parser: argparse.ArgumentParser) -> None:
-    """--target H:P (default $EDGELLM_TARGET, then 127.0.0.1:50051)."""
+def add_target(parser: argparse.ArgumentParser, nested: bool = False) -> None:
+    """--target H[:P] (default $EDGELLM_TARGET, then 127.0.0.1:50051; a missing port means 50051).
+
+    nested: on a sub-subcommand whose parent also takes --target (given either before or after
+    the verb); SUPPRESS keeps the child's unset default from overwriting the parent's value.
+    """
     parser.add_argument(
-        "--target", default=None, help=f"daemon address (default: $EDGELLM_TARGET, then {DEFAULT_TARGET})"
+        "--target",
+        default=argparse.SUPPRESS if nested else None,
+        metavar="HOST[:PORT]",
+        help=f"daemon address (default: ${TARGET_ENV}, then {DEFAULT_TARGET}; port 50051 when omitted)",
     )
 
 
-def add_sampling(parser: argparse.ArgumentParser) -> None:
-    """Generation length and sampling options."""
+def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = RECOMMENDED) -> None:
+    """Generation length and sampling options, defaulting to what suits the bundled chat model."""
     parser.add_argument(
-        "--max-new-tokens", type=int, default=256, help="tokens to generate at most (default 256)"
+        "--max-new-tokens",
+        type=positive_int,
+        default=defaults.max_new_tokens,
+        help="tokens to generate at most",
     )
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--min-p", type=float, default=0.0)
-    parser.add_argument("--repetition-penalty", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--temperature", type=float_in(0.0), default=defaults.temperature, help="0 = greedy (argmax)"
+    )
+    parser.add_argument("--top-k", type=non_negative_int, default=defaults.top_k, help="0 = off")
+    parser.add_argument("--top-p", type=float_in(0.0, 1.0), default=defaults.top_p, help="nucleus; 1 = off")
+    parser.add_argument("--min-p", type=float_in(0.0, 1.0), default=defaults.min_p, help="0 = off")
+    parser.add_argument(
+        "--frequency-penalty",
+        type=float_in(-2.0, 2.0),
+        default=defaults.frequency_penalty,
+        help="subtract this times a token's count in the answer so far from its logit; 0 = off",
+    )
+    parser.add_argument(
+        "--presence-penalty",
+        type=float_in(-2.0, 2.0),
+        default=defaults.presence_penalty,
+        help="subtract this from the logit of every token already in the answer; 0 = off",
+    )
+    parser.add_argument(
+        "--repetition-penalty",
+        type=float_in(1e-3),
+        default=defaults.repetition_penalty,
+        help="divide positive logits of tokens seen in the prompt or the answer; 1 = off",
+    )
+    parser.add_argument("--seed", type=non_negative_int, default=None, help="sampling seed (default: random)")
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+
+
+def add_window(parser: argparse.ArgumentParser) -> None:
+    """--kv-window: a per-request sliding window (GenerateRequest.kv_window)."""
+    parser.add_argument(
+        "--kv-window",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="slide a KV window of N tokens (>= 64) for this request, so a prompt or conversation longer "
+        "than the model's context still runs (only its start and the last N tokens stay in view); "
+        "0 = the daemon's setting",
+    )
 
 
 def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
@@ -38,13 +85,34 @@ def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
         "top_p": ns.top_p,
         "min_p": ns.min_p,
         "repetition_penalty": ns.repetition_penalty,
+        "frequency_penalty": ns.frequency_penalty,
+        "presence_penalty": ns.presence_penalty,
     }
 
 
-def report_rpc_error(err: grpc.RpcError) -> int:
-    """Print a gRPC error for a person and return the exit code."""
-    code = err.code() if hasattr(err, "code") else None
-    details = err.details() if hasattr(err, "details") else str(err)
-    name = code.name if code is not None else "ERROR"
-    sys.stderr.write(f"edgellm: {name}: {details}\n")
-    return 2 if code == grpc.StatusCode.INVALID_ARGUMENT else 1
+def read_text_arg(value: str, file: Path | None, what: str = "prompt") -> str:
+    """The text itself, `-` for stdin, or the contents of --prompt-file (UTF-8).
+
+    Text read from stdin or a file loses one final newline (what `echo` and editors add): a small
+    model answers a question that ends in a newline differently (SmolLM2-135M, greedy, "What is
+    the capital of France?": Paris without the newline, an invented "L'Étoile" with it).
+    """
+    if file is not None:
+        if value:
+            raise InvalidArgument(f"give the {what} as an argument or with --{what}-file, not both")
+        return file.read_text(encoding="utf-8").removesuffix("\n")
+    if value == "-":
+        return sys.stdin.read().removesuffix("\n")
+    if not value:
+        raise InvalidArgument(f"no {what}: pass it as an argument, `-` to read stdin, or --{what}-file FILE")
+    return value
+
+
+def report_rpc_error(
+    err: grpc.RpcError, ns: argparse.Namespace | None = None, peer: Peer | None = None
+) -> int:
+    """Print a gRPC error for a person (with what to do next) and return the exit status."""
+    failure = rpc_failure(err, peer or (peer_of(ns) if ns is not None else Peer()))
+    words = [getattr(ns, name, None) for name in ("command", "verb", "action")] if ns is not None else []
+    sys.stderr.write(" ".join(["edgellm", *(w for w in words if w)]) + f": {failure.message}\n")
+    return failure.exit_code

@@ -1,4 +1,4 @@
-"""`edgellm generate PROMPT`: stream tokens from the daemon and print a one-line summary."""
+"""`edgellm generate PROMPT|-`: stream tokens from the daemon and print a one-line summary."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import sys
 import time
 from pathlib import Path
 
-import grpc
-
 from edgellm.client.client import DaemonClient, build_request, constrained, finish_reason_name
-from edgellm.client.commands.common_args import add_sampling, add_target, report_rpc_error, sampling_kwargs
+from edgellm.client.commands.common_args import (
+    add_sampling,
+    add_target,
+    add_window,
+    read_text_arg,
+    sampling_kwargs,
+)
+from edgellm.common.errors import InvalidArgument
 from edgellm.v1 import device_pb2
-
-
-class BadConstraint(ValueError):
-    """A constraint flag's file cannot be read or is not what the flag needs."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,9 +25,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("generate", help="stream a completion from the device daemon")
     add_target(p)
     add_sampling(p)
-    p.add_argument("--chat", action="store_true", help="wrap the prompt as a user message (chat template)")
-    p.add_argument("--system", default=None, help="system message (implies --chat)")
-    p.add_argument("--quiet-stats", action="store_true", help="don't print the summary line")
+    add_window(p)
+    p.add_argument(
+        "--chat", action="store_true", help="send the prompt as a user message (the model's chat template)"
+    )
+    p.add_argument(
+        "--system",
+        default=None,
+        help="system message (implies --chat; default: the chat template's own system prompt)",
+    )
+    p.add_argument("--quiet-stats", action="store_true", help="don't print the summary line on stderr")
+    p.add_argument(
+        "--prompt-file", type=Path, default=None, metavar="FILE", help="read the prompt from FILE (UTF-8)"
+    )
     shape = p.add_mutually_exclusive_group()
     shape.add_argument(
         "--json-schema", metavar="FILE", type=Path, help="answer with JSON valid against this JSON Schema"
@@ -36,12 +47,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     shape.add_argument(
         "--grammar", metavar="FILE", type=Path, help="answer in this Lark grammar (llguidance)"
     )
-    p.add_argument("prompt", help="the prompt text")
+    p.add_argument(
+        "prompt", nargs="?", default="", help="the prompt text, or - to read it from stdin (any length)"
+    )
     p.set_defaults(handler=run)
 
 
 def constraint_from(ns: argparse.Namespace) -> device_pb2.OutputConstraint | None:
-    """The OutputConstraint the flags ask for (None for free text); BadConstraint if a file is unusable."""
+    """The OutputConstraint the flags ask for (None for free text); InvalidArgument if a file is unusable."""
     if ns.json_object:
         return device_pb2.OutputConstraint(json_object=True)
     if ns.regex is not None:
@@ -54,40 +67,33 @@ def constraint_from(ns: argparse.Namespace) -> device_pb2.OutputConstraint | Non
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise BadConstraint(f"{flag} {path}: {err}") from err
+        raise InvalidArgument(f"{flag} {path}: {err}") from err
     if ns.grammar is not None:
         return device_pb2.OutputConstraint(lark_grammar=text)
     try:
         json.loads(text)  # a typo is caught here; the daemon checks the schema itself
     except json.JSONDecodeError as err:
-        raise BadConstraint(f"{flag} {path} is not valid JSON: {err}") from err
+        raise InvalidArgument(f"{flag} {path} is not valid JSON: {err}") from err
     return device_pb2.OutputConstraint(json_schema=text)
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Stream one generation to stdout."""
-    try:
-        constraint = constraint_from(ns)
-    except BadConstraint as err:
-        sys.stderr.write(f"edgellm: {err}\n")
-        return 2
+    """Stream one generation to stdout; the summary goes to stderr."""
+    constraint = constraint_from(ns)
+    text = read_text_arg(ns.prompt, ns.prompt_file)
     messages = None
-    prompt: str | None = ns.prompt
-    if ns.chat or ns.system:
-        messages = ([("system", ns.system)] if ns.system else []) + [("user", ns.prompt)]
+    prompt: str | None = text
+    if ns.chat or ns.system is not None:
+        # A chat message is stripped like a chat turn (`edgellm chat` sends lines without their ends).
+        messages = ([("system", ns.system)] if ns.system else []) + [("user", text.strip())]
         prompt = None
     request = build_request(
-        prompt,
-        messages,
-        ns.max_new_tokens,
-        ns.temperature,
-        ns.seed,
-        ns.stop,
-        "",
-        **sampling_kwargs(ns),
+        prompt, messages, ns.max_new_tokens, ns.temperature, ns.seed, ns.stop, "", **sampling_kwargs(ns)
     )
+    request.kv_window = ns.kv_window
     request = constrained(request, constraint)
     out = sys.stdout
+    wrote = False
     try:
         with DaemonClient(ns.target) as client:
             start = time.perf_counter()
@@ -98,8 +104,10 @@ def run(ns: argparse.Namespace) -> int:
                         first = time.perf_counter() - start
                     out.write(response.text)
                     out.flush()
+                    wrote = True
                 if response.finish_reason:
                     out.write("\n")
+                    wrote = False
                     if not ns.quiet_stats:
                         s = response.stats
                         sys.stderr.write(
@@ -108,6 +116,7 @@ def run(ns: argparse.Namespace) -> int:
                             f"prefill {s.prompt_tokens} tok @ {s.prefill_tokens_per_second:.0f} tok/s · "
                             f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s\n"
                         )
-    except grpc.RpcError as err:
-        return report_rpc_error(err)
+    finally:
+        if wrote:  # interrupted mid-answer: end the line so the shell prompt starts clean
+            out.write("\n")
     return 0

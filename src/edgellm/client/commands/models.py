@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from pathlib import Path
-
-import grpc
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, report_rpc_error
+from edgellm.client.commands.common_args import add_target
+from edgellm.client.jsonout import message_dict
 from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress
 from edgellm.common.allocator import tune_for_streaming
+from edgellm.common.argtypes import float_in
+from edgellm.common.errors import InvalidArgument
+from edgellm.common.paths import resolve_artifact
 from edgellm.v1 import device_pb2
 
 
@@ -19,28 +21,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the artifact and model subcommands."""
     p = sub.add_parser("push", help="push an artifact directory to the device (resumable)")
     add_target(p)
-    p.add_argument("artifact_dir", type=Path)
-    p.add_argument("--chunk-mib", type=float, default=CHUNK_BYTES / (1 << 20), help="chunk size (default 1)")
+    p.add_argument("artifact_dir", help="artifact directory on this machine, or 'default' (the cached one)")
+    p.add_argument(
+        "--chunk-mib", type=float_in(1 / 64, 16), default=CHUNK_BYTES / (1 << 20), help="chunk size in MiB"
+    )
     p.add_argument("--load", action="store_true", help="load the model after the push")
     p.set_defaults(handler=run_push)
-    p = sub.add_parser("models", help="list artifacts installed on the device")
+    p = sub.add_parser("models", help="list artifacts installed on the device ('*' = loaded)")
     add_target(p)
+    p.add_argument("--json", action="store_true", help="print the list as JSON (without manifests)")
     p.set_defaults(handler=run_models)
     p = sub.add_parser("load", help="load a model (artifact id, name or device directory)")
     add_target(p)
-    p.add_argument("model")
+    p.add_argument("model", help="artifact id (or a unique prefix), name, or a directory on the device")
     p.set_defaults(handler=run_load)
     p = sub.add_parser("unload", help="unload the model")
     add_target(p)
     p.set_defaults(handler=run_unload)
     p = sub.add_parser("rm", help="delete an artifact from the device")
     add_target(p)
-    p.add_argument("artifact")
+    p.add_argument("artifact", help="artifact id (or a unique prefix) or name")
     p.set_defaults(handler=run_rm)
-
-
-def _metadata(client: DaemonClient) -> tuple[tuple[str, str], ...]:
-    return tuple(getattr(client, "metadata", None) or ())
 
 
 def run_push(ns: argparse.Namespace) -> int:
@@ -49,27 +50,20 @@ def run_push(ns: argparse.Namespace) -> int:
 
     tune_for_streaming()  # the push streams 1 MiB buffers (src/edgellm/common/allocator.py)
     with DaemonClient(ns.target) as client:
-        try:
-            pusher = Pusher(
-                client.channel, ns.artifact_dir, int(ns.chunk_mib * (1 << 20)), metadata=_metadata(client)
-            )
-        except (OSError, ValueError) as err:
-            sys.stderr.write(f"edgellm: {err}\n")
-            return 2
-        bar = tqdm(total=pusher.total, unit="B", unit_scale=True, unit_divisor=1000, desc="push")
+        artifact = resolve_artifact(ns.artifact_dir)
+        try:  # every call on client.channel carries the token (edgellm.client.channel)
+            pusher = Pusher(client.channel, artifact, int(ns.chunk_mib * (1 << 20)))
+        except ValueError as err:  # load_local: a file missing, a link, a wrong size
+            raise InvalidArgument(f"{artifact} cannot be pushed: {err}") from err
+        with tqdm(total=pusher.total, unit="B", unit_scale=True, unit_divisor=1000, desc="push") as bar:
 
-        def show(p: PushProgress) -> None:
-            bar.n = p.bytes_done
-            bar.refresh()
+            def show(p: PushProgress) -> None:
+                bar.n = p.bytes_done
+                bar.refresh()
 
-        pusher.on_progress = show
-        try:
+            pusher.on_progress = show
             report = pusher.run()
-        except grpc.RpcError as err:
-            bar.close()
-            return report_rpc_error(err)
-        bar.n = pusher.total
-        bar.close()
+            bar.n = pusher.total
         sys.stdout.write(
             f"{report.artifact_id[:12]}: {report.bytes_total / 1e6:.1f} MB, "
             f"sent {report.bytes_sent / 1e6:.1f} MB "
@@ -84,12 +78,15 @@ def run_push(ns: argparse.Namespace) -> int:
 def run_models(ns: argparse.Namespace) -> int:
     """One line per installed artifact; '*' marks the loaded one."""
     with DaemonClient(ns.target) as client:
-        try:
-            resp = client.stub.ListModels(
-                device_pb2.ListModelsRequest(), metadata=_metadata(client), timeout=30
-            )
-        except grpc.RpcError as err:
-            return report_rpc_error(err)
+        resp = client.stub.ListModels(device_pb2.ListModelsRequest(), timeout=30)
+    if ns.json:
+        rows = []
+        for m in resp.models:
+            row = message_dict(m)
+            row.pop("manifest_json", None)  # the manifest's file list is in `files` already
+            rows.append(row)
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
     for m in resp.models:
         mark = "*" if m.loaded else " "
         sys.stdout.write(
@@ -101,10 +98,7 @@ def run_models(ns: argparse.Namespace) -> int:
 
 
 def _load(client: DaemonClient, model: str) -> int:
-    try:
-        r = client.stub.LoadModel(device_pb2.LoadModelRequest(model=model), metadata=_metadata(client))
-    except grpc.RpcError as err:
-        return report_rpc_error(err)
+    r = client.stub.LoadModel(device_pb2.LoadModelRequest(model=model))
     sys.stdout.write(
         f"loaded {r.model.name} ({r.model.artifact_id[:12]}): "
         f"load {r.load_ms:.0f} ms, warm-up {r.warmup_ms:.0f} ms\n"
@@ -121,19 +115,12 @@ def run_load(ns: argparse.Namespace) -> int:
 def run_unload(ns: argparse.Namespace) -> int:
     """Unload the model."""
     with DaemonClient(ns.target) as client:
-        try:
-            client.stub.UnloadModel(device_pb2.UnloadModelRequest(), metadata=_metadata(client))
-        except grpc.RpcError as err:
-            return report_rpc_error(err)
+        client.stub.UnloadModel(device_pb2.UnloadModelRequest())
     return 0
 
 
 def run_rm(ns: argparse.Namespace) -> int:
     """Delete an artifact (the loaded one is refused)."""
     with DaemonClient(ns.target) as client:
-        try:
-            req = device_pb2.DeleteArtifactRequest(artifact_id=ns.artifact)
-            client.stub.DeleteArtifact(req, metadata=_metadata(client))
-        except grpc.RpcError as err:
-            return report_rpc_error(err)
+        client.stub.DeleteArtifact(device_pb2.DeleteArtifactRequest(artifact_id=ns.artifact))
     return 0

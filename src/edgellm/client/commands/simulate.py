@@ -6,15 +6,22 @@ import argparse
 import json
 import sys
 
+from edgellm.common.argtypes import float_in
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `simulate` subcommand."""
     p = sub.add_parser("simulate", help="run the virtual phone on a simulated clock (governor on/off)")
+    p.add_argument("--profile", default="sd8gen3", help="shipped profile name or a JSON file")
     p.add_argument(
-        "--profile", default="sd8gen3", help="shipped profile name or a JSON file (default sd8gen3)"
+        "--minutes", type=float_in(0.01), default=30.0, help="simulated minutes of continuous generation"
     )
-    p.add_argument("--minutes", type=float, default=30.0, help="simulated minutes of continuous generation")
-    p.add_argument("--governor", choices=("on", "off"), default="on")
+    p.add_argument(
+        "--governor",
+        choices=("on", "off"),
+        default="on",
+        help="run the thermal governor, or the phone unmanaged",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--list", action="store_true", help="list the shipped profiles and exit")
     p.set_defaults(handler=run)

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-import grpc
-from google.protobuf.json_format import MessageToDict
-
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, report_rpc_error
+from edgellm.client.commands.common_args import add_target
+from edgellm.client.jsonout import message_json
 from edgellm.v1 import device_pb2
 
 
@@ -18,19 +15,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `status` subcommand."""
     p = sub.add_parser("status", help="show the daemon's model and state")
     add_target(p)
-    p.add_argument("--json", action="store_true", help="print the raw status as JSON")
+    p.add_argument("--json", action="store_true", help="print the whole status as JSON (snake_case)")
     p.set_defaults(handler=run)
 
 
 def run(ns: argparse.Namespace) -> int:
     """Print the status."""
-    try:
-        with DaemonClient(ns.target, timeout=10.0) as client:
-            st = client.status()
-    except grpc.RpcError as err:
-        return report_rpc_error(err)
+    with DaemonClient(ns.target, timeout=10.0) as client:
+        st = client.status()
     if ns.json:
-        sys.stdout.write(json.dumps(MessageToDict(st), indent=2) + "\n")
+        sys.stdout.write(message_json(st) + "\n")
         return 0
     state = str(device_pb2.EngineState.Name(st.engine_state)).removeprefix("ENGINE_STATE_").lower()
     model = (
@@ -39,7 +33,7 @@ def run(ns: argparse.Namespace) -> int:
         else "none"
     )
     lines = [
-        f"daemon   {ns.target or client.target}  v{st.version}  up {st.uptime_seconds:.0f} s",
+        f"daemon   {client.target}  v{st.version}  up {st.uptime_seconds:.0f} s",
         f"model    {model}",
         f"engine   {state}  threads={st.threads}  context={st.context_tokens}",
         f"queue    {st.queue_depth}/{st.queue_capacity}  served={st.requests_served}",

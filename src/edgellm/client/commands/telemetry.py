@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import grpc
-from google.protobuf.json_format import MessageToDict
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, report_rpc_error
+from edgellm.client.commands.common_args import add_target
+from edgellm.client.jsonout import message_dict
+from edgellm.client.plot import Trace, plot_traces
+from edgellm.common.argtypes import int_in, non_negative_int
+from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.v1 import device_pb2
+
+CLEAR = "\x1b[2J\x1b[H"  # ANSI: clear the screen, cursor home (only ever written to a terminal)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,27 +29,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("telemetry", help="temperatures, frequencies, memory, speed and governor state")
     add_target(p)
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--watch", action="store_true", help="live terminal view until Ctrl-C")
-    mode.add_argument("--json", action="store_true", help="print one sample as JSON")
-    mode.add_argument("--record", type=Path, metavar="FILE", help="append samples as JSON lines until Ctrl-C")
+    mode.add_argument("--watch", action="store_true", help="live view until Ctrl-C (or --samples)")
+    mode.add_argument("--json", action="store_true", help="print samples as JSON (one, or --samples N lines)")
+    mode.add_argument(
+        "--record", type=Path, metavar="FILE", help="append samples as JSON lines until Ctrl-C (or --samples)"
+    )
     p.add_argument(
-        "--plot", type=Path, metavar="PNG", help="draw a recording (--from FILE) or what --record wrote"
+        "--plot",
+        type=Path,
+        metavar="PNG",
+        help="draw a PNG: of --from FILE, of what --record wrote, or alone of samples taken until "
+        "Ctrl-C (or --samples)",
     )
     p.add_argument(
         "--from", dest="source", type=Path, metavar="FILE", help="JSON lines to plot (no daemon needed)"
     )
-    p.add_argument("--interval-ms", type=int, default=1000)
-    p.add_argument("--samples", type=int, default=0, help="stop after N samples (0 = until Ctrl-C)")
+    p.add_argument("--interval-ms", type=int_in(50), default=1000, help="time between samples")
+    p.add_argument(
+        "--samples", type=non_negative_int, default=0, help="stop after N samples (0 = until Ctrl-C)"
+    )
     p.set_defaults(handler=run)
 
 
-def _dict(s: device_pb2.TelemetrySample) -> dict[str, Any]:
-    d: dict[str, Any] = MessageToDict(s, preserving_proto_field_name=True)
-    return d
+def _khz(values: list[int]) -> str:
+    readable = [v for v in values if v > 0]
+    return f"{max(readable) / 1e6:.2f}GHz" if readable else "n/a"
 
 
 def render(s: device_pb2.TelemetrySample) -> str:
-    """A compact multi-line view of one sample."""
+    """A compact multi-line view of one sample (n/a for what the phone does not let us read)."""
     g = s.governor
     state = str(device_pb2.EngineState.Name(s.engine_state)).removeprefix("ENGINE_STATE_").lower()
 
@@ -52,7 +67,7 @@ def render(s: device_pb2.TelemetrySample) -> str:
     clusters: dict[int, list[int]] = {}
     for c in s.cores:
         clusters.setdefault(c.cluster, []).append(c.cur_khz)
-    freqs = "  ".join(f"c{k}:{max(v) / 1e6:.2f}GHz" for k, v in sorted(clusters.items())) or "n/a"
+    freqs = "  ".join(f"c{k}:{_khz(v)}" for k, v in sorted(clusters.items())) or "n/a"
     lines = [
         time.strftime("%H:%M:%S", time.localtime(s.unix_time)),
         f"temp    soc {temp(s.HasField('soc_celsius'), s.soc_celsius)}  "
@@ -63,24 +78,19 @@ def render(s: device_pb2.TelemetrySample) -> str:
         f"rss {s.rss_bytes / 2**20:,.0f} MiB (peak {s.rss_peak_bytes / 2**20:,.0f})   "
         f"cpu {s.process_cpu_seconds:.1f} s",
         f"engine  {state}  {s.tokens_per_second:.1f} tok/s  last TTFT {s.last_ttft_ms:.0f} ms",
-        f"governor {g.policy}  setpoint {g.setpoint_c:.1f}°C  {g.cluster} t{g.threads} {g.power} "
-        f"pacing {g.pacing_ms:.1f} ms",
+        f"governor {g.policy}  setpoint {g.setpoint_c:.1f}°C  rung {g.rung} {g.cluster} t{g.threads} "
+        f"{g.power} pacing {g.pacing_ms:.1f} ms",
     ]
     if g.last_decision:
         lines.append(f"  last   {g.last_decision}  ({g.last_reason})")
     return "\n".join(lines)
 
 
-def plot_file(source: Path, out: Path) -> None:
-    """Plot a JSON-lines recording."""
-    from edgellm.client.plot import Trace, plot_traces
-
+def trace_from_samples(samples: list[dict[str, Any]]) -> Trace:
+    """The plot series of samples (dicts as `--json`/`--record` write them)."""
     tr = Trace("device")
     t0: float | None = None
-    for line in source.read_text().splitlines():
-        if not line.strip():
-            continue
-        d = json.loads(line)
+    for d in samples:
         t = float(d.get("unix_time", 0.0))
         t0 = t if t0 is None else t0
         tr.t_s.append(t - t0)
@@ -88,50 +98,99 @@ def plot_file(source: Path, out: Path) -> None:
             tr.temps.setdefault(key.removesuffix("_celsius"), []).append(float(d.get(key, float("nan"))))
         tr.tokens_per_second.append(float(d.get("tokens_per_second", 0.0)))
         gov = d.get("governor", {})
+        tr.rung.append(float(gov.get("rung", 0)))
         tr.threads.append(float(gov.get("threads", 0)))
         tr.pacing_ms.append(float(gov.get("pacing_ms", 0.0)))
-    plot_traces([tr], out, title=f"telemetry {source.name}")
+    return tr
+
+
+def plot_samples(samples: list[dict[str, Any]], out: Path, title: str) -> None:
+    """A PNG of samples: temperatures, tok/s, the governor's rung (and threads), pacing."""
+    plot_traces([trace_from_samples(samples)], out, title=title)
+
+
+def plot_file(source: Path, out: Path) -> None:
+    """Plot a JSON-lines recording."""
+    lines = source.read_text(encoding="utf-8").splitlines()
+    plot_samples([json.loads(line) for line in lines if line.strip()], out, f"telemetry {source.name}")
+
+
+def _samples(client: DaemonClient, interval_ms: int, limit: int) -> Iterator[device_pb2.TelemetrySample]:
+    """Samples until `limit` (0 = no limit) or Ctrl-C; the stream is cancelled either way."""
+    call = client.stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=interval_ms))
+    count = 0
+    try:
+        for sample in call:
+            count += 1
+            yield sample
+            if limit and count >= limit:
+                return
+    except KeyboardInterrupt:
+        return
+    except grpc.RpcError as err:
+        if err.code() != grpc.StatusCode.CANCELLED:
+            raise
+    finally:
+        call.cancel()
+
+
+class _Sink:
+    """Where each sample goes in the chosen mode: kept for a record/plot, JSON, a live view, or text."""
+
+    def __init__(self, ns: argparse.Namespace, limit: int, record: TextIO | None) -> None:
+        self.recording = ns.record is not None or ns.plot is not None
+        self.kept: list[dict[str, Any]] = []
+        self._ns = ns
+        self._limit = limit
+        self._record = record
+        self._out: TextIO = sys.stdout
+        self._tty = self._out.isatty()
+
+    def write(self, s: device_pb2.TelemetrySample) -> None:
+        """Handle one sample."""
+        d = message_dict(s)
+        if self.recording:
+            self.kept.append(d)
+            if self._record is not None:
+                self._record.write(json.dumps(d) + "\n")
+                self._record.flush()
+            if sys.stderr.isatty():
+                sys.stderr.write(f"\rrecorded {len(self.kept)} samples")
+        elif self._ns.json:
+            self._out.write(json.dumps(d, indent=2 if self._limit == 1 else None) + "\n")
+        elif self._ns.watch:
+            # On a terminal redraw in place; into a pipe or file, samples follow each other.
+            self._out.write((CLEAR if self._tty else "") + render(s) + ("\n" if self._tty else "\n\n"))
+        else:
+            self._out.write(render(s) + "\n")
+        self._out.flush()
 
 
 def run(ns: argparse.Namespace) -> int:
     """Stream samples in the chosen mode."""
-    if ns.plot and ns.source:
+    if ns.source is not None:
+        if ns.plot is None:
+            raise InvalidArgument("--from FILE needs --plot PNG (the image to draw it into)")
         plot_file(ns.source, ns.plot)
+        sys.stdout.write(f"wrote {ns.plot}\n")
         return 0
-    single = not (ns.watch or ns.record)
-    limit = 1 if single else ns.samples
-    count = 0
-    out = ns.record.open("a") if ns.record else None
-    try:
-        with DaemonClient(ns.target) as client:
-            call = client.stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=ns.interval_ms))
-            try:
-                for s in call:
-                    count += 1
-                    if out is not None:
-                        out.write(json.dumps(_dict(s)) + "\n")
-                        out.flush()
-                        sys.stdout.write(f"\rrecorded {count} samples")
-                    elif ns.json:
-                        sys.stdout.write(json.dumps(_dict(s), indent=2) + "\n")
-                    elif ns.watch:
-                        sys.stdout.write("\x1b[2J\x1b[H" + render(s) + "\n")
-                    else:
-                        sys.stdout.write(render(s) + "\n")
-                    sys.stdout.flush()
-                    if limit and count >= limit:
-                        break
-            except KeyboardInterrupt:
-                pass
-            finally:
-                call.cancel()
-    except grpc.RpcError as err:
-        if err.code() != grpc.StatusCode.CANCELLED:
-            return report_rpc_error(err)
-    finally:
-        if out is not None:
-            out.close()
-            sys.stdout.write("\n")
-    if ns.plot and ns.record:
-        plot_file(ns.record, ns.plot)
+    recording = ns.record is not None or ns.plot is not None
+    limit = ns.samples if (ns.watch or recording or ns.samples) else 1
+    with contextlib.ExitStack() as stack:
+        record = stack.enter_context(ns.record.open("a", encoding="utf-8")) if ns.record else None
+        client = stack.enter_context(DaemonClient(ns.target))
+        sink = _Sink(ns, limit, record)
+        if recording and not limit:
+            sys.stderr.write("recording; Ctrl-C to stop\n")
+        for s in _samples(client, ns.interval_ms, limit):
+            sink.write(s)
+    if recording and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if ns.record is not None:
+        sys.stdout.write(f"recorded {len(sink.kept)} samples to {ns.record}\n")
+    if ns.plot is not None:
+        if not sink.kept:
+            raise FailedPrecondition("no samples to plot: the stream ended before the first one")
+        plot_samples(sink.kept, ns.plot, f"telemetry {ns.record.name if ns.record else client.target}")
+        sys.stdout.write(f"wrote {ns.plot}\n")
     return 0

@@ -55,6 +55,7 @@ class GovernorSnapshot:
     last_decision: str
     last_reason: str
     last_decision_unix: float
+    rung: int = 0  # ladder position in use (0 = fastest); `cluster` is its label
 
 
 class GovernorRuntime:
@@ -238,4 +239,5 @@ class GovernorRuntime:
             last_decision=last.actuation.describe() if last is not None else "",
             last_reason=last.reason if last is not None else "",
             last_decision_unix=last.at if last is not None else 0.0,
+            rung=act.rung if act is not None else 0,
         )

@@ -176,6 +176,7 @@ def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
         last_decision=g.last_decision,
         last_reason=g.last_reason,
         last_decision_unix=g.last_decision_unix,
+        rung=g.rung,
     )
 
 

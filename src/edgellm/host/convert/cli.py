@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Convert; bad input exits 2, a failed check or export exits 1, each with one line."""
+    from edgellm.common.paths import require_data_file
     from edgellm.host.convert.llmexport_adapter import ExportFailed
     from edgellm.host.convert.pipeline import (
         DEFAULT_BITS,
@@ -38,12 +39,14 @@ def run(ns: argparse.Namespace) -> int:
         ensure_artifact,
     )
     from edgellm.host.convert.verify import ConversionCheckFailed
+    from edgellm.host.evaluate.evaluate import EVAL_FILE
     from edgellm.host.progress_bar import progress_bar
 
     bits = DEFAULT_BITS if ns.bits is None else ns.bits
     block = DEFAULT_BLOCK if ns.block is None else ns.block
     lm_bits = DEFAULT_LM_BITS if ns.lm_bits is None else ns.lm_bits
     try:
+        require_data_file(EVAL_FILE)  # the check at the end needs it: fail now, not after the export
         with progress_bar("convert") as progress:
             if ns.reuse:
                 ensure_artifact(ns.model, ns.output, convert_plan(bits, block, lm_bits), progress)

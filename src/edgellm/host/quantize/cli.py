@@ -46,8 +46,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--tokens", type=int, default=2048, help="evaluation tokens of wikitext2-test")
     p.add_argument("--save-plan", type=Path, default=None, help="also write the plan applied as JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=Path, required=True, help="artifact directory to create")
     p.set_defaults(handler=run)
+
+
+def _check_inputs(calibration_file: str) -> None:
+    """The evaluation and calibration texts exist, before minutes of loading (issue 12)."""
+    from edgellm.common.paths import require_data_file
+
+    require_data_file("wikitext2-test.txt")
+    calib = Path(calibration_file)
+    if calib.is_absolute() or calib.parent != Path():
+        if not calib.is_file():
+            raise FileNotFoundError(f"calibration text {calib} not found")
+    else:
+        require_data_file(calibration_file)  # a bare name resolves against the data directory
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -75,6 +88,7 @@ def run(ns: argparse.Namespace) -> int:
             kv_cache=ns.kv,
             calibration=calibration,
         )
+        _check_inputs(job.plan.calibration.file)
         with progress_bar("quantize", enabled=not ns.json) as progress:
             result = run_job(job, progress)
     except (ValueError, PlanError, FileNotFoundError) as exc:

@@ -10,7 +10,6 @@ with the ones our algorithms produced, so MNN computes with exactly the torch qu
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,16 @@ class MnnLinear:
         return self.alpha_len // 4 // self.oc // (2 if self.asymmetric else 1)
 
 
+# Why not the `mnnconvert` script: it imports MNN.tools.utils.log, which runs
+# `pip install -U aliyun-log-python-sdk` when that is missing (downgrading protobuf to 5.29, after
+# which every edgellm import fails) and uploads usage logs; a None module entry turns it off, as
+# in edgellm.host.convert._llmexport_runner.
+_MNNCONVERT = (
+    "import sys; sys.modules['MNN.tools.utils.log'] = None; "
+    "from MNN.tools.mnnconvert import main; sys.argv[0] = 'mnnconvert'; sys.exit(main())"
+)
+
+
 def graph_json(artifact: Path, model_file: str = "llm.mnn") -> dict[str, Any]:
     """The graph as JSON: llmexport's ``llm.mnn.json`` if kept, else dumped with ``mnnconvert``."""
     path = artifact / f"{model_file}.json"
@@ -62,10 +71,19 @@ def graph_json(artifact: Path, model_file: str = "llm.mnn") -> dict[str, Any]:
     model = artifact / model_file
     if not model.is_file():
         raise FileNotFoundError(f"{model} missing")
-    tool = shutil.which("mnnconvert") or str(Path(sys.executable).with_name("mnnconvert"))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "graph.json"
-        cmd = [tool, "-f", "MNN", "--modelFile", str(model), "--JsonFile", str(out)]
+        cmd = [
+            sys.executable,
+            "-c",
+            _MNNCONVERT,
+            "-f",
+            "MNN",
+            "--modelFile",
+            str(model),
+            "--JsonFile",
+            str(out),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
         if proc.returncode != 0 or not out.is_file():
             raise RuntimeError(f"mnnconvert could not dump {model}: {proc.stdout[-500:]}{proc.stderr[-500:]}")

@@ -7,14 +7,22 @@ import json
 import sys
 from pathlib import Path
 
+from edgellm.common.paths import resolve_artifact
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `scan` subcommand."""
     p = sub.add_parser("scan", help="list an artifact's operators and check them against a backend")
-    p.add_argument("artifact", type=Path, help="artifact directory or .mnn file")
-    p.add_argument("--backend", choices=("cpu", "opencl", "vulkan", "npu"), default="cpu")
+    p.add_argument(
+        "artifact",
+        type=Path,
+        help="artifact directory or .mnn file, or 'default' (the cached default artifact)",
+    )
+    p.add_argument(
+        "--backend", choices=("cpu", "opencl", "vulkan", "npu"), default="cpu", help="MNN backend to check"
+    )
     p.add_argument("--allow-fallback", action="store_true", help="succeed even if ops fall back to the CPU")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=run)
 
 
@@ -23,7 +31,7 @@ def run(ns: argparse.Namespace) -> int:
     from edgellm.host.scan.scan import scan
 
     try:
-        report = scan(ns.artifact, ns.backend, allow_fallback=True)
+        report = scan(resolve_artifact(ns.artifact), ns.backend, allow_fallback=True)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         sys.stderr.write(f"edgellm scan: {exc}\n")
         return 2

@@ -1,0 +1,118 @@
+"""What a failed command tells the user, and its exit status: one mapping for every subcommand.
+
+Exit statuses: 0 done; 1 failed (the service refused or the work failed); 2 bad input (arguments,
+missing files, a request the service calls invalid); 3 the service cannot be reached; 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+from dataclasses import dataclass
+
+import grpc
+
+from edgellm.common.auth import TOKEN_ENV, client_token
+from edgellm.common.errors import EdgeError
+from edgellm.common.targets import DEFAULT_DAEMON_PORT, resolve_host_target, resolve_target
+
+OK, FAILED, BAD_INPUT, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
+
+_BAD_INPUT_CODES = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.OUT_OF_RANGE,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A message for stderr (may span lines) and the exit status."""
+
+    message: str
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class Peer:
+    """The service a command talks to, for hints: 'daemon' or 'host service', and its address."""
+
+    kind: str = "daemon"
+    target: str = f"127.0.0.1:{DEFAULT_DAEMON_PORT}"
+
+
+HOST_SERVICE = "host service"
+
+
+def peer_of(ns: argparse.Namespace) -> Peer:
+    """The service a parsed command talks to (commands for the host service set peer_kind)."""
+    kind = getattr(ns, "peer_kind", "daemon")
+    raw = getattr(ns, "target", None)
+    return Peer(kind, resolve_host_target(raw) if kind == HOST_SERVICE else resolve_target(raw))
+
+
+def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
+    """A gRPC error as the user should read it, with what to do next."""
+    code = err.code() if hasattr(err, "code") else None
+    details = (err.details() if hasattr(err, "details") else None) or str(err)
+    name = code.name if code is not None else "ERROR"
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return Failure(_unreachable(peer, details), UNREACHABLE)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Failure(f"the {peer.kind} at {peer.target} did not answer in time ({details})", UNREACHABLE)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return Failure(_unauthenticated(peer, details), FAILED)
+    return Failure(f"{name}: {details}", BAD_INPUT if code in _BAD_INPUT_CODES else FAILED)
+
+
+def _unreachable(peer: Peer, details: str) -> str:
+    reason = "connection refused" if "refused" in details.lower() else details
+    lines = [f"cannot reach the {peer.kind} at {peer.target} ({reason})"]
+    port = peer.target.rsplit(":", 1)[-1]
+    if peer.kind == "daemon":
+        lines += [
+            "  here: start one with `edgellm daemon --model default` (another terminal) or pass --target H:P",
+            f"  a phone: check `adb forward --list` shows tcp:{port}, or run `edgellm deploy device`",
+        ]
+    else:
+        lines.append("  start it with `edgellm host` on that machine, or pass --target H:P")
+    return "\n".join(lines)
+
+
+def _unauthenticated(peer: Peer, details: str) -> str:
+    if client_token() is None:
+        return (
+            f"the {peer.kind} at {peer.target} requires a token and none was sent: "
+            f"set ${TOKEN_ENV} to the token it was started with"
+        )
+    return (
+        f"the {peer.kind} at {peer.target} refused the token in ${TOKEN_ENV} ({details}): "
+        "it must equal the --auth-token (or $EDGELLM_TOKEN) the server was started with"
+    )
+
+
+def failure_for(exc: BaseException, peer: Peer | None = None) -> Failure | None:
+    """The user-facing failure for an exception a command let through, or None for a bug."""
+    if isinstance(exc, grpc.RpcError):
+        return rpc_failure(exc, peer or Peer())
+    if isinstance(exc, EdgeError):
+        return Failure(str(exc), BAD_INPUT if exc.code.name in _BAD_INPUT_NAMES else FAILED)
+    if isinstance(exc, FileExistsError | FileNotFoundError | NotADirectoryError | IsADirectoryError):
+        return Failure(_os_message(exc), BAD_INPUT)
+    if isinstance(exc, PermissionError):
+        return Failure(_os_message(exc), FAILED)
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+        return Failure(str(exc), FAILED)
+    return None
+
+
+_BAD_INPUT_NAMES = frozenset(code.name for code in _BAD_INPUT_CODES)
+
+
+def _os_message(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror.lower()}"
+    return str(exc)

@@ -1,0 +1,52 @@
+"""argparse types that refuse bad numbers at parse time (a usage message and exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def _number(kind: type[int] | type[float], text: str) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {'an integer' if kind is int else 'a number'}"
+        ) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An integer in [low, high] (no upper bound when high is None)."""
+
+    def parse(text: str) -> int:
+        value = int(_number(int, text))
+        if value < low or (high is not None and value > high):
+            bound = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in some of its messages
+    return parse
+
+
+def float_in(low: float, high: float = math.inf) -> Callable[[str], float]:
+    """A finite number in [low, high]."""
+
+    def parse(text: str) -> float:
+        value = float(_number(float, text))
+        if not low <= value <= high:
+            bound = f"between {low:g} and {high:g}" if math.isfinite(high) else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value:g}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+positive_int = int_in(1)
+non_negative_int = int_in(0)
+port_number = int_in(0, 65535)  # 0 = any free port
