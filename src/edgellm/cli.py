@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edgellm.client.commands.simulate",
     "edgellm.client.commands.telemetry",
     "edgellm.client.commands.config",
+    "edgellm.gateway.cli",
     "edgellm.host.quantize.cli",
     "edgellm.host.evaluate.cli",
     "edgellm.host.scan.cli",

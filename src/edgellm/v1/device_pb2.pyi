@@ -509,6 +509,8 @@ class TelemetrySample(_message.Message):
     GOVERNOR_FIELD_NUMBER: _builtins.int
     EVICTED_TOKENS_TOTAL_FIELD_NUMBER: _builtins.int
     PROCESS_CPU_SECONDS_FIELD_NUMBER: _builtins.int
+    KV_TOKENS_FIELD_NUMBER: _builtins.int
+    THROTTLED_SECONDS_FIELD_NUMBER: _builtins.int
     unix_time: _builtins.float
     soc_celsius: _builtins.float
     skin_celsius: _builtins.float
@@ -522,6 +524,10 @@ class TelemetrySample(_message.Message):
     last_ttft_ms: _builtins.float
     evicted_tokens_total: _builtins.int
     process_cpu_seconds: _builtins.float
+    kv_tokens: _builtins.int
+    """tokens held in the engine's KV cache now"""
+    throttled_seconds: _builtins.float
+    """seconds the governor has held the engine below its fastest rung"""
     @_builtins.property
     def zones(self) -> _containers.RepeatedCompositeFieldContainer[Global___ThermalZone]: ...
     @_builtins.property
@@ -547,10 +553,12 @@ class TelemetrySample(_message.Message):
         governor: Global___GovernorState | None = ...,
         evicted_tokens_total: _builtins.int = ...,
         process_cpu_seconds: _builtins.float = ...,
+        kv_tokens: _builtins.int = ...,
+        throttled_seconds: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_battery_celsius", b"_battery_celsius", "_skin_celsius", b"_skin_celsius", "_soc_celsius", b"_soc_celsius", "battery_celsius", b"battery_celsius", "governor", b"governor", "skin_celsius", b"skin_celsius", "soc_celsius", b"soc_celsius"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_battery_celsius", b"_battery_celsius", "_skin_celsius", b"_skin_celsius", "_soc_celsius", b"_soc_celsius", "battery_celsius", b"battery_celsius", "cores", b"cores", "engine_state", b"engine_state", "evicted_tokens_total", b"evicted_tokens_total", "governor", b"governor", "last_ttft_ms", b"last_ttft_ms", "mem_available_bytes", b"mem_available_bytes", "mem_total_bytes", b"mem_total_bytes", "process_cpu_seconds", b"process_cpu_seconds", "rss_bytes", b"rss_bytes", "rss_peak_bytes", b"rss_peak_bytes", "skin_celsius", b"skin_celsius", "soc_celsius", b"soc_celsius", "tokens_per_second", b"tokens_per_second", "unix_time", b"unix_time", "zones", b"zones"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_battery_celsius", b"_battery_celsius", "_skin_celsius", b"_skin_celsius", "_soc_celsius", b"_soc_celsius", "battery_celsius", b"battery_celsius", "cores", b"cores", "engine_state", b"engine_state", "evicted_tokens_total", b"evicted_tokens_total", "governor", b"governor", "kv_tokens", b"kv_tokens", "last_ttft_ms", b"last_ttft_ms", "mem_available_bytes", b"mem_available_bytes", "mem_total_bytes", b"mem_total_bytes", "process_cpu_seconds", b"process_cpu_seconds", "rss_bytes", b"rss_bytes", "rss_peak_bytes", b"rss_peak_bytes", "skin_celsius", b"skin_celsius", "soc_celsius", b"soc_celsius", "throttled_seconds", b"throttled_seconds", "tokens_per_second", b"tokens_per_second", "unix_time", b"unix_time", "zones", b"zones"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__battery_celsius: _TypeAlias = _typing.Literal["battery_celsius"]  # noqa: Y015
     _WhichOneofArgType__battery_celsius: _TypeAlias = _typing.Literal["_battery_celsius", b"_battery_celsius"]  # noqa: Y015

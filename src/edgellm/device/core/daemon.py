@@ -168,7 +168,15 @@ class DaemonCore:
             engine_state=state,
             tokens_per_second=live if generating else self.scheduler.last_decode_tps,
             last_ttft_ms=self.scheduler.last_ttft_ms,
+            kv_tokens=self.kv_tokens,
+            throttled_seconds=gov.throttled_seconds,
         )
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens the engine's KV cache holds now (0 without a model)."""
+        loaded = self.models.loaded
+        return len(loaded.engine.history) if loaded is not None else 0
 
     async def update(self, change: ConfigUpdate) -> None:
         """UpdateConfig: validate every field first (nothing changes on INVALID_ARGUMENT), then apply.

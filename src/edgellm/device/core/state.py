@@ -57,6 +57,8 @@ class TelemetryFrame:
     engine_state: EngineState
     tokens_per_second: float  # live while generating, else the last request's decode rate
     last_ttft_ms: float
+    kv_tokens: int = 0  # tokens the engine's KV cache holds
+    throttled_seconds: float = 0.0  # seconds spent below the fastest rung
 
 
 @dataclass(frozen=True)

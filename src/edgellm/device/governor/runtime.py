@@ -96,6 +96,7 @@ class GovernorRuntime:
         self.last: Decision | None = None
         self.last_reading: Reading | None = None
         self._pinned: Actuation | None = None
+        self.throttled_seconds = 0.0  # time spent below the fastest rung (summed each period)
         self._build()
         self._task: asyncio.Task[None] | None = None
         log.info(
@@ -156,6 +157,9 @@ class GovernorRuntime:
         if self.phone is not None:
             self.phone.advance(elapsed_s, self.busy, self.actuators.current)
             now = self.phone.sim_seconds  # the controller runs on the phone's (scaled) clock
+        current = self.actuators.current
+        if current is not None and current.rung > 0:
+            self.throttled_seconds += elapsed_s
         reading = self.telemetry.read()
         self.last_reading = reading
         temp = reading.control_c

@@ -199,6 +199,8 @@ def sample_message(frame: TelemetryFrame) -> device_pb2.TelemetrySample:
         last_ttft_ms=frame.last_ttft_ms,
         governor=governor_message(frame.governor),
         process_cpu_seconds=r.process.cpu_seconds,
+        kv_tokens=frame.kv_tokens,
+        throttled_seconds=frame.throttled_seconds,
     )
     if r.soc_c is not None:
         msg.soc_celsius = r.soc_c

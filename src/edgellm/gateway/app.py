@@ -1,0 +1,130 @@
+"""The gateway's ASGI app: routes, the guard, CORS when configured, and the daemon connection's life."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from edgellm.client.aio import AioDaemon, connect
+from edgellm.common.logs import get_logger
+from edgellm.gateway import upstream
+from edgellm.gateway.config import GatewayConfig
+from edgellm.gateway.device import DeviceCollector, DeviceWatch
+from edgellm.gateway.errors import ApiError, from_rpc_error
+from edgellm.gateway.metrics import GatewayMetrics
+from edgellm.gateway.security import Guard
+from edgellm.gateway.service import Completions
+from edgellm.gateway.sessions import SessionMap
+
+log = get_logger(__name__)
+
+
+class Gateway:
+    """What the routes share: the daemon connection, telemetry cache, metrics and sessions."""
+
+    def __init__(self, config: GatewayConfig, daemon: AioDaemon | None = None) -> None:
+        self.config = config
+        self.daemon = daemon or connect(config.target, config.daemon_token)
+        self.registry = CollectorRegistry()
+        self.metrics = GatewayMetrics(self.registry)
+        self.watch = DeviceWatch(self.daemon, config.telemetry_period_s)
+        self.registry.register(DeviceCollector(self.watch))
+        self.sessions = SessionMap(config.session_capacity)
+        self.completions = Completions(self.daemon, self.watch, self.metrics, self.sessions)
+
+    async def chat(self, request: Request) -> Response:
+        """POST /v1/chat/completions."""
+        return await self.completions.handle("chat", request)
+
+    async def complete(self, request: Request) -> Response:
+        """POST /v1/completions."""
+        return await self.completions.handle("completion", request)
+
+    async def models(self, request: Request) -> Response:
+        """GET /v1/models: the daemon's installed and loaded models."""
+        try:
+            listing = await upstream.models(self.daemon)
+        except grpc.aio.AioRpcError as err:
+            return _error(from_rpc_error(err))
+        data = [
+            {
+                "id": m.name or m.artifact_id,
+                "object": "model",
+                "created": 0,
+                "owned_by": "edgellm",
+                "artifact_id": m.artifact_id,
+                "quantization": m.quantization,
+                "loaded": m.loaded,
+            }
+            for m in listing.models
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def health(self, request: Request) -> Response:
+        """GET /health: 200 with a model loaded, 503 while none is (or the daemon is unreachable)."""
+        try:
+            st = await upstream.status(self.daemon)
+        except grpc.aio.AioRpcError as err:
+            return _error(from_rpc_error(err))
+        if not st.HasField("model"):
+            return _error(
+                ApiError(503, "Loading model: no model is loaded on the device", kind="unavailable_error")
+            )
+        return JSONResponse({"status": "ok", "model": st.model.name})
+
+    async def prometheus(self, request: Request) -> Response:
+        """GET /metrics: Prometheus text from cached device telemetry and the gateway's counters."""
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Read telemetry while serving; close the daemon channel at the end."""
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            self.watch.status = await upstream.status(self.daemon)
+        self.watch.start()
+        log.info("gateway_ready", target=self.daemon.target, at=time.time())
+        try:
+            yield
+        finally:
+            await self.watch.stop()
+            await self.daemon.close()
+
+
+def _error(err: ApiError) -> Response:
+    return JSONResponse(err.body(), status_code=err.status)
+
+
+def build_app(config: GatewayConfig, daemon: AioDaemon | None = None) -> Starlette:
+    """The gateway as an ASGI app (the guard runs first; CORS only for configured origins)."""
+    config.validate()
+    gw = Gateway(config, daemon)
+    middleware = [Middleware(Guard, config=config)]
+    if config.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(config.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type", "x-session-id"],
+            )
+        )
+    routes = [
+        Route("/v1/chat/completions", gw.chat, methods=["POST"]),
+        Route("/v1/completions", gw.complete, methods=["POST"]),
+        Route("/v1/models", gw.models, methods=["GET"]),
+        Route("/health", gw.health, methods=["GET"]),
+        Route("/metrics", gw.prometheus, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=gw.lifespan)
+    app.state.gateway = gw
+    return app

@@ -1,0 +1,264 @@
+"""OpenAI request bodies → GenerateRequest, checked; any field we do not implement is a 400 naming it."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from edgellm.gateway.errors import ApiError, invalid, unsupported
+from edgellm.v1 import common_pb2, device_pb2
+
+Kind = Literal["chat", "completion"]
+
+# Fields both endpoints implement, then each endpoint's own.
+_COMMON = frozenset(
+    {
+        "model", "max_tokens", "temperature", "top_p", "seed", "stop", "presence_penalty",
+        "frequency_penalty", "logit_bias", "stream", "stream_options", "user",
+        # llama-server's extensions, sent with the SDK's extra_body
+        "top_k", "min_p", "repetition_penalty",
+    }
+)  # fmt: skip
+_CHAT = _COMMON | {"messages", "max_completion_tokens", "response_format"}
+_COMPLETION = _COMMON | {"prompt"}
+# Fields we accept only at their default (the value that asks for nothing we lack).
+_NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "n": (1,),
+    "logprobs": (False, None),
+    "top_logprobs": (None, 0),
+    "echo": (False,),
+    "best_of": (1,),
+    "suffix": (None, ""),
+    "tools": (None, []),
+    "tool_choice": (None, "none"),
+    "functions": (None, []),
+    "function_call": (None, "none"),
+    "parallel_tool_calls": (None,),
+    "store": (None, False),
+}
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MAX_STOP = 4  # OpenAI's limit
+COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A checked OpenAI request: the daemon request (no session yet) and what shapes the answer."""
+
+    kind: Kind
+    request: device_pb2.GenerateRequest
+    model: str
+    stream: bool = False
+    include_usage: bool = False
+    user: str = ""
+    messages: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+def parse(kind: Kind, body: Any, max_tokens_cap: int) -> Parsed:
+    """Check an OpenAI body and build the GenerateRequest; raise ApiError (400) naming the field."""
+    if not isinstance(body, dict):
+        raise invalid("the request body must be a JSON object")
+    _refuse_unknown(body, _CHAT if kind == "chat" else _COMPLETION)
+    model = _opt(body, "model", str) or ""
+    request = device_pb2.GenerateRequest(model=model, sampling=_sampling(body))
+    default_max = max_tokens_cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, max_tokens_cap)
+    request.max_new_tokens = _max_tokens(body, default_max)
+    request.stop.extend(_stop(body))
+    messages: tuple[tuple[str, str], ...] = ()
+    if kind == "chat":
+        messages = _messages(body)
+        request.messages.extend(common_pb2.ChatMessage(role=r, content=c) for r, c in messages)
+        constraint = _response_format(body)
+        if constraint is not None:
+            request.constraint.CopyFrom(constraint)
+    else:
+        request.prompt = _prompt(body)
+    stream = bool(_opt(body, "stream", bool))
+    options = _opt(body, "stream_options", dict) or {}
+    if options and not stream:
+        raise invalid("stream_options is only allowed when stream is true", "stream_options")
+    for key in options:
+        if key != "include_usage":
+            raise unsupported(f"stream_options.{key}")
+    return Parsed(
+        kind=kind,
+        request=request,
+        model=model,
+        stream=stream,
+        include_usage=bool(options.get("include_usage")),
+        user=_opt(body, "user", str) or "",
+        messages=messages,
+    )
+
+
+def _refuse_unknown(body: dict[str, Any], known: frozenset[str]) -> None:
+    for key, value in body.items():
+        if key in known:
+            continue
+        if key in _NEUTRAL:
+            if value not in _NEUTRAL[key]:
+                raise unsupported(key, f"only {_NEUTRAL[key][0]!r} is accepted")
+            continue
+        if value is not None:
+            raise unsupported(key)
+
+
+def _opt(body: dict[str, Any], key: str, kind: type) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise invalid(f"'{key}' must be of type {kind.__name__}, got {type(value).__name__}", key)
+    return value
+
+
+def _number(body: dict[str, Any], key: str, lo: float, hi: float) -> float | None:
+    value = _opt(body, key, float)
+    if value is None:
+        return None
+    if math.isnan(value) or not lo <= value <= hi:
+        raise invalid(f"'{key}' must be between {lo:g} and {hi:g}, got {value}", key)
+    return float(value)
+
+
+def _sampling(body: dict[str, Any]) -> device_pb2.SamplingParams:
+    temperature = _number(body, "temperature", 0.0, 2.0)
+    p = device_pb2.SamplingParams(temperature=1.0 if temperature is None else temperature)
+    p.top_p = _number(body, "top_p", 0.0, 1.0) or 1.0
+    p.presence_penalty = _number(body, "presence_penalty", -2.0, 2.0) or 0.0
+    p.frequency_penalty = _number(body, "frequency_penalty", -2.0, 2.0) or 0.0
+    p.min_p = _number(body, "min_p", 0.0, 1.0) or 0.0
+    p.repetition_penalty = _number(body, "repetition_penalty", 0.0, 10.0) or 1.0
+    top_k = _opt(body, "top_k", int)
+    if top_k is not None:
+        if top_k < 0:
+            raise invalid(f"'top_k' must be >= 0, got {top_k}", "top_k")
+        p.top_k = top_k
+    seed = _opt(body, "seed", int)
+    if seed is not None:
+        if not 0 <= seed < 2**64:
+            raise invalid(f"'seed' must be a non-negative 64-bit integer, got {seed}", "seed")
+        p.seed = seed
+    for token, bias in _logit_bias(body).items():
+        p.logit_bias[token] = bias
+    return p
+
+
+def _logit_bias(body: dict[str, Any]) -> dict[int, float]:
+    """OpenAI's logit_bias: token ids (as JSON object keys, so strings) → bias in -100..100."""
+    raw = _opt(body, "logit_bias", dict) or {}
+    out: dict[int, float] = {}
+    for key, value in raw.items():
+        try:
+            token = int(key)
+        except ValueError:
+            raise invalid(f"logit_bias keys must be token ids, got {key!r}", "logit_bias") from None
+        if token < 0 or isinstance(value, bool) or not isinstance(value, int | float):
+            raise invalid(f"logit_bias[{key!r}] must map a token id >= 0 to a number", "logit_bias")
+        if not -100 <= value <= 100:
+            raise invalid(f"logit_bias[{key!r}] must be between -100 and 100, got {value}", "logit_bias")
+        out[token] = float(value)
+    return out
+
+
+def _max_tokens(body: dict[str, Any], default: int) -> int:
+    value = None
+    for key in ("max_completion_tokens", "max_tokens"):
+        given = _opt(body, key, int)
+        if given is not None:
+            if given < 1:
+                raise invalid(f"'{key}' must be at least 1, got {given}", key)
+            value = given if value is None else value
+    return default if value is None else value
+
+
+def _stop(body: dict[str, Any]) -> list[str]:
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    items = [stop] if isinstance(stop, str) else stop
+    if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+        raise invalid("'stop' must be a string or a list of strings", "stop")
+    if len(items) > MAX_STOP:
+        raise invalid(f"'stop' takes at most {MAX_STOP} sequences, got {len(items)}", "stop")
+    return [s for s in items if s]
+
+
+def _messages(body: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise invalid("'messages' must be a non-empty list", "messages")
+    out = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise invalid(f"messages[{i}] must be an object", f"messages[{i}]")
+        for key in m:
+            if key not in ("role", "content") and m[key] is not None:
+                raise unsupported(f"messages[{i}].{key}")
+        role = m.get("role")
+        if role not in _ROLES:
+            raise invalid(
+                f"messages[{i}].role must be one of {sorted(_ROLES)}, got {role!r}", f"messages[{i}].role"
+            )
+        out.append((_ROLES[role], _content(m.get("content"), i)))
+    return tuple(out)
+
+
+def _content(content: Any, i: int) -> str:
+    """A message's text: a string, or a list of text parts (other part types are unsupported)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for j, part in enumerate(content):
+            if (
+                not isinstance(part, dict)
+                or part.get("type") != "text"
+                or not isinstance(part.get("text"), str)
+            ):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise unsupported(f"messages[{i}].content[{j}]", f"only text parts are, not {kind!r}")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise invalid(f"messages[{i}].content must be a string or a list of text parts", f"messages[{i}].content")
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list):
+        raise unsupported("prompt", "give one string (batches and token-id prompts are not supported)")
+    if not isinstance(prompt, str) or not prompt:
+        raise invalid("'prompt' must be a non-empty string", "prompt")
+    return prompt
+
+
+def _response_format(body: dict[str, Any]) -> device_pb2.OutputConstraint | None:
+    """response_format → the device's OutputConstraint (text: none; json_object; json_schema)."""
+    fmt = _opt(body, "response_format", dict)
+    if fmt is None or fmt.get("type") == "text":
+        return None
+    kind = fmt.get("type")
+    if kind == "json_object":
+        return device_pb2.OutputConstraint(json_object=True)
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise invalid(
+                "response_format.json_schema.schema must be a JSON Schema object", "response_format"
+            )
+        return device_pb2.OutputConstraint(json_schema=json.dumps(schema))
+    raise invalid(
+        f"response_format.type must be 'text', 'json_object' or 'json_schema', got {kind!r}",
+        "response_format",
+    )
+
+
+__all__ = ["ApiError", "Parsed", "parse"]

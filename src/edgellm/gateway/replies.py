@@ -1,0 +1,104 @@
+"""OpenAI response objects: whole completions, stream chunks and usage, from the daemon's messages."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from edgellm.gateway.params import Kind
+from edgellm.v1 import device_pb2
+
+# The daemon's finish reasons as OpenAI names them (CONTEXT: the context bounded the answer).
+FINISH = {
+    device_pb2.FINISH_REASON_STOP: "stop",
+    device_pb2.FINISH_REASON_LENGTH: "length",
+    device_pb2.FINISH_REASON_CONTEXT: "length",
+    device_pb2.FINISH_REASON_CANCELLED: "stop",
+}
+
+
+def usage(stats: device_pb2.GenerateStats) -> dict[str, Any]:
+    """OpenAI usage; cached_tokens are the prompt tokens the device's session cache already held."""
+    cached = max(stats.prompt_tokens - stats.prefilled_tokens, 0)
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "total_tokens": stats.prompt_tokens + stats.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def timings(stats: device_pb2.GenerateStats) -> dict[str, Any]:
+    """llama-server's `timings` extension, as the device measured them (queue_ms is edgellm's own).
+
+    prompt_ms is the device's TTFT less its queue wait; predicted_* cover the tokens after the first.
+    """
+    prompt_ms = max(stats.ttft_ms - stats.queue_ms, 0.0)
+    predicted_ms = max(stats.total_ms - stats.ttft_ms, 0.0)
+    predicted_n = max(stats.completion_tokens - 1, 0)
+    return {
+        "prompt_n": stats.prefilled_tokens,
+        "prompt_ms": round(prompt_ms, 3),
+        "prompt_per_second": round(stats.prefill_tokens_per_second, 3),
+        "predicted_n": predicted_n,
+        "predicted_ms": round(predicted_ms, 3),
+        "predicted_per_second": round(stats.decode_tokens_per_second, 3),
+        "queue_ms": round(stats.queue_ms, 3),
+    }
+
+
+class Shaper:
+    """Builds every object of one answer with the same id, creation time and model name."""
+
+    def __init__(self, kind: Kind, request_id: str, model: str, include_usage: bool = False) -> None:
+        self.kind = kind
+        self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + request_id
+        self.created = int(time.time())
+        self.model = model
+        self.include_usage = include_usage
+
+    def _head(self, obj: str) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+
+    def whole(self, text: str, finish: str, stats: device_pb2.GenerateStats) -> dict[str, Any]:
+        """A non-streamed answer."""
+        if self.kind == "chat":
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+            head = self._head("chat.completion")
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            head = self._head("text_completion")
+        return {**head, "choices": [choice], "usage": usage(stats), "timings": timings(stats)}
+
+    def chunk(
+        self,
+        text: str,
+        finish: str | None = None,
+        first: bool = False,
+        stats: device_pb2.GenerateStats | None = None,
+    ) -> dict[str, Any]:
+        """One stream chunk: a text delta, or (with finish) the closing choice and its timings."""
+        if self.kind == "chat":
+            delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {}
+            if text and not first:
+                delta["content"] = text
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            out = {**self._head("chat.completion.chunk"), "choices": [choice]}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            out = {**self._head("text_completion"), "choices": [choice]}
+        if self.include_usage:
+            out["usage"] = None
+        if stats is not None:
+            out["timings"] = timings(stats)
+        return out
+
+    def usage_chunk(self, stats: device_pb2.GenerateStats) -> dict[str, Any]:
+        """The last chunk when stream_options.include_usage: no choices, the usage."""
+        obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
+        return {**self._head(obj), "choices": [], "usage": usage(stats)}

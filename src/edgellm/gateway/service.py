@@ -1,0 +1,194 @@
+"""The completion endpoints: an OpenAI request in, a daemon Generate call, an OpenAI answer out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import grpc
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from edgellm.client.aio import AioDaemon
+from edgellm.common.logs import get_logger
+from edgellm.gateway import upstream
+from edgellm.gateway.device import DeviceWatch
+from edgellm.gateway.errors import ApiError, from_rpc_error, invalid
+from edgellm.gateway.metrics import GatewayMetrics
+from edgellm.gateway.params import Kind, Parsed, parse
+from edgellm.gateway.replies import FINISH, Shaper
+from edgellm.gateway.sessions import SessionMap
+from edgellm.gateway.sse import DONE, EventStream, event
+from edgellm.gateway.upstream import Stream
+from edgellm.v1 import device_pb2
+
+log = get_logger(__name__)
+SESSION_HEADER = "x-session-id"
+FALLBACK_MAX_TOKENS = 256  # until the first GetStatus tells the daemon's cap
+
+
+class Completions:
+    """Serves /v1/chat/completions and /v1/completions against one daemon."""
+
+    def __init__(
+        self, daemon: AioDaemon, watch: DeviceWatch, metrics: GatewayMetrics, sessions: SessionMap
+    ) -> None:
+        self.daemon = daemon
+        self.watch = watch
+        self.metrics = metrics
+        self.sessions = sessions
+
+    async def handle(self, kind: Kind, request: Request) -> Response:
+        """Answer one completion request (streamed or whole)."""
+        started = time.perf_counter()
+        endpoint = "chat" if kind == "chat" else "completions"
+        try:
+            response = await self._handle(kind, request, endpoint, started)
+        except ApiError as err:
+            self.metrics.answered(endpoint, err.status, started)
+            return JSONResponse(err.body(), status_code=err.status)
+        if not isinstance(response, EventStream):
+            self.metrics.answered(endpoint, response.status_code, started)
+        return response
+
+    async def _handle(self, kind: Kind, request: Request, endpoint: str, started: float) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError as err:
+            raise invalid(f"the request body is not valid JSON: {err}") from None
+        parsed = parse(kind, body, self._max_tokens_cap())
+        req = parsed.request
+        req.request_id = uuid.uuid4().hex[:24]
+        explicit = request.headers.get(SESSION_HEADER, "")
+        if kind == "chat":
+            req.session_id = self.sessions.session_for(parsed.messages, parsed.user, explicit)
+        elif explicit:
+            req.session_id = self.sessions.session_for((), parsed.user, explicit)
+        shaper = Shaper(kind, req.request_id, parsed.model or self._model_name(), parsed.include_usage)
+        self.metrics.begin()
+        try:
+            stream = await Stream.open(self.daemon, req)
+        except grpc.aio.AioRpcError as err:
+            self.metrics.end()
+            raise await self._api_error(err, parsed) from None
+        except BaseException:
+            self.metrics.end()
+            raise
+        self.metrics.first_token(endpoint, started)
+        if parsed.stream:  # ended by the events' `finally`, or on_close if they never started
+            return EventStream(
+                self._events(stream, shaper, parsed, endpoint, started),
+                on_close=lambda: self._closed(stream, endpoint, 499, started),
+            )
+        try:
+            return await self._whole(stream, shaper, parsed, request)
+        finally:
+            self.metrics.end()
+
+    # -- whole answers -------------------------------------------------------------------------------
+    async def _whole(self, stream: Stream, shaper: Shaper, parsed: Parsed, request: Request) -> Response:
+        collect = asyncio.ensure_future(self._collect(stream))
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            done, _ = await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if collect not in done:  # the client left: stop the device, answer no one
+            stream.cancel()
+            collect.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                await collect
+            log.info("client_disconnected", request_id=shaper.id)
+            return Response(status_code=499)
+        try:
+            text, last = collect.result()
+        except grpc.aio.AioRpcError as err:
+            raise await self._api_error(err) from None
+        self._finished(parsed, text, last)
+        return JSONResponse(shaper.whole(text, FINISH.get(last.finish_reason, "stop"), last.stats))
+
+    async def _collect(self, stream: Stream) -> tuple[str, device_pb2.GenerateResponse]:
+        parts: list[str] = []
+        last = stream.first
+        async for msg in stream.messages():
+            parts.append(msg.text)
+            last = msg
+        return "".join(parts), last
+
+    # -- streams -------------------------------------------------------------------------------------
+    async def _events(
+        self,
+        stream: Stream,
+        shaper: Shaper,
+        parsed: Parsed,
+        endpoint: str,
+        started: float,
+    ) -> AsyncGenerator[bytes]:
+        parts: list[str] = []
+        first = True
+        status = 200
+        try:
+            async for msg in stream.messages():
+                if msg.text or first:
+                    parts.append(msg.text)
+                    yield event(shaper.chunk(msg.text, first=first))
+                    first = False
+                if msg.finish_reason:
+                    yield event(shaper.chunk("", FINISH.get(msg.finish_reason, "stop"), stats=msg.stats))
+                    if parsed.include_usage:
+                        yield event(shaper.usage_chunk(msg.stats))
+                    self._finished(parsed, "".join(parts), msg)
+            yield DONE
+        except grpc.aio.AioRpcError as err:  # after the first token: the status line is sent already
+            api = await self._api_error(err)
+            status = api.status
+            yield event(api.body())
+            yield DONE
+        except BaseException:
+            status = 499  # cancelled: the client went away
+            raise
+        finally:
+            self._closed(stream, endpoint, status, started)
+
+    def _closed(self, stream: Stream, endpoint: str, status: int, started: float) -> None:
+        """A streamed request ends (once): cancel upstream if still running, count the answer."""
+        if stream.close():
+            self.metrics.end()
+            self.metrics.answered(endpoint, status, started)
+
+    # -- shared ----------------------------------------------------------------------------------------
+    def _finished(self, parsed: Parsed, text: str, last: device_pb2.GenerateResponse) -> None:
+        self.metrics.finished(last.stats)
+        if parsed.kind == "chat" and last.finish_reason != device_pb2.FINISH_REASON_CANCELLED:
+            self.sessions.remember(parsed.request.session_id, parsed.messages, text, parsed.user)
+
+    async def _api_error(self, err: grpc.aio.AioRpcError, parsed: Parsed | None = None) -> ApiError:
+        loaded = None
+        if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            loaded = await upstream.model_loaded(self.daemon)
+        api = from_rpc_error(err, loaded)
+        if api.status == 400 and parsed is not None and parsed.request.HasField("constraint"):
+            # The device refuses what it cannot enforce; name the field that asked for it.
+            api.param = "response_format"
+        log.info("daemon_refused", code=err.code().name, details=err.details(), http_status=api.status)
+        return api
+
+    def _max_tokens_cap(self) -> int:
+        st = self.watch.status
+        return st.max_new_tokens_cap if st is not None and st.max_new_tokens_cap else FALLBACK_MAX_TOKENS
+
+    def _model_name(self) -> str:
+        st = self.watch.status
+        return st.model.name if st is not None and st.HasField("model") else "edgellm"
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client closes the connection (the body has been read already)."""
+    receive: Any = request.receive
+    while (await receive())["type"] != "http.disconnect":
+        pass
