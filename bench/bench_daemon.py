@@ -3,7 +3,12 @@
 The daemon runs in this process; the gRPC client runs in a separate process, as the laptop
 client would (it shares this machine's two cores, so the figures are conservative).
 
+The daemon requires its bearer token as a user's does (the client sends it, over gRPC's local
+channel credentials). `--compare-auth` starts a second daemon with `--insecure-loopback` and
+alternates requests between the two, so the token's cost is measured side by side.
+
 Usage: python bench/bench_daemon.py --artifact .cache/artifacts/default [--reps 5] [--threads 2]
+       [--compare-auth]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient, build_request
 from edgellm.device.config import DaemonConfig
 from edgellm.device.engine.base import Engine
@@ -110,9 +116,17 @@ class RemoteClient:
     """The gRPC client in its own process, as on the laptop; each `run()` is one timed request."""
 
     def __init__(
-        self, target: str, msgs: tuple[tuple[str, str], ...], stop_ids: list[int], nice: int = 0
+        self,
+        target: str,
+        msgs: tuple[tuple[str, str], ...],
+        stop_ids: list[int],
+        nice: int = 0,
+        token: str | None = None,
     ) -> None:
-        spec = json.dumps({"target": target, "msgs": msgs, "stop_ids": stop_ids, "nice": nice})
+        # A throwaway token of this run's temporary daemon: argv (visible in `ps`) is fine here.
+        spec = json.dumps(
+            {"target": target, "msgs": msgs, "stop_ids": stop_ids, "nice": nice, "token": token}
+        )
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--client", spec],
             stdin=subprocess.PIPE,
@@ -142,7 +156,8 @@ def client_main(spec: str) -> int:
         # Models a client on another machine: it only gets cores the daemon leaves idle.
         os.nice(int(cfg["nice"]))
     msgs = tuple((r, c) for r, c in cfg["msgs"])
-    with DaemonClient(cfg["target"]) as client:
+    security = ChannelSecurity(cfg.get("token"))  # None: a plain channel to an insecure-loopback daemon
+    with DaemonClient(cfg["target"], security=security) as client:
         client.wait_ready()
         for _ in sys.stdin:
             print(json.dumps(through_grpc(client, msgs, cfg["stop_ids"])), flush=True)
@@ -190,6 +205,11 @@ def main() -> int:
         default=0,
         help="run the client process at this nice level (19 ≈ a client on another machine)",
     )
+    ap.add_argument(
+        "--compare-auth",
+        action="store_true",
+        help="also run a daemon without a token (--insecure-loopback), alternating with the other",
+    )
     ns = ap.parse_args()
     if ns.client:
         return client_main(ns.client)
@@ -205,21 +225,51 @@ def main() -> int:
     msgs = daemon.on_worker(lambda: chat_prompt(engine, PROMPT_TOKENS))
     ids = daemon.on_worker(lambda: engine.encode(engine.apply_chat_template(msgs)))
     results: dict[str, list[tuple[float, float]]] = {"raw": [], "engine": [], "grpc": []}
+    open_daemon: DaemonThread | None = None
+    open_client: RemoteClient | None = None
+    if ns.compare_auth:
+        results["grpc_noauth"] = []
+        open_daemon = DaemonThread(
+            DaemonConfig(
+                port=0,
+                model=ns.artifact,
+                threads=ns.threads,
+                data_dir=Path(tempfile.mkdtemp()),
+                insecure_loopback=True,
+            )
+        )
     daemon_side: list[float] = []
+    stop_ids = sorted(engine.stop_ids)
     try:
         client = RemoteClient(
-            f"127.0.0.1:{daemon.running.port}", msgs, sorted(engine.stop_ids), nice=ns.client_nice
+            f"127.0.0.1:{daemon.running.port}",
+            msgs,
+            stop_ids,
+            nice=ns.client_nice,
+            token=daemon.running.token,
         )
         client.run()  # warm the channel
+        if open_daemon is not None:
+            open_client = RemoteClient(
+                f"127.0.0.1:{open_daemon.running.port}", msgs, stop_ids, ns.client_nice
+            )
+            open_client.run()
         for _ in range(ns.reps):
             results["raw"].append(daemon.on_worker(lambda: in_process_raw(engine, ids)))
             ttft, tps, dtps = client.run()
             results["grpc"].append((ttft, tps))
             daemon_side.append(dtps)
+            if open_client is not None:
+                ttft, tps, _ = open_client.run()
+                results["grpc_noauth"].append((ttft, tps))
             results["engine"].append(daemon.on_worker(lambda: in_process_engine(engine, msgs)))
         client.close()
+        if open_client is not None:
+            open_client.close()
     finally:
         daemon.stop()
+        if open_daemon is not None:
+            open_daemon.stop()
 
     def med(kind: str, i: int) -> float:
         return statistics.median(r[i] for r in results[kind])
@@ -237,7 +287,11 @@ def main() -> int:
         "grpc_vs_engine_decode_ratio": round(med("grpc", 1) / med("engine", 1), 3),
         "grpc_ttft_overhead_ms_vs_raw": round(med("grpc", 0) - med("raw", 0), 1),
         "grpc_ttft_overhead_ms_vs_engine": round(med("grpc", 0) - med("engine", 0), 1),
+        "auth": "token (local channel credentials)",
     }
+    if ns.compare_auth:
+        summary["auth_vs_noauth_decode_ratio"] = round(med("grpc", 1) / med("grpc_noauth", 1), 3)
+        summary["auth_vs_noauth_ttft_ms"] = round(med("grpc", 0) - med("grpc_noauth", 0), 1)
     print(json.dumps(summary, indent=2))
     return 0
 

@@ -11,7 +11,8 @@ What is compared, and why it is fair:
   what the issue's >= 0.8 target is measured against. "verified TCP copy" also sha256-checks each
   file on the receiver, the one piece of work the push must do that a bare copy skips; the ratio
   against it isolates the protocol's own cost (gRPC framing, staging, atomic install).
-- Runs are interleaved (copy, verified copy, push, in a rotating order) and reported as medians,
+- Runs are interleaved (copy, verified copy, push with the token, push to a daemon started
+  with --insecure-loopback, in a rotating order) and reported as medians,
   because the shared 2-core build machine is noisy.
 """
 
@@ -31,9 +32,11 @@ import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 
+from edgellm.client.channel import ChannelSecurity, open_channel
 from edgellm.client.client import MAX_MESSAGE_BYTES
 from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress, load_local
 from edgellm.common.allocator import tune_for_streaming
@@ -102,12 +105,20 @@ def raw_tcp_copy(artifact: Path, out: Path, verify: bool = False) -> float:
     return seconds
 
 
-def _daemon(conn: Connection, data_dir: Path) -> None:
+class Daemon(NamedTuple):
+    """Where the benchmark's daemon listens and the token it requires (None: insecure loopback)."""
+
+    port: int
+    token: str | None
+
+
+def _daemon(conn: Connection, data_dir: Path, auth: bool) -> None:
     """Child process: a daemon on a free port until the parent closes the pipe."""
 
     async def serve() -> None:
-        d = await start_server(DaemonConfig(port=0, data_dir=data_dir, disk_reserve_bytes=0))
-        conn.send(d.port)
+        cfg = DaemonConfig(port=0, data_dir=data_dir, disk_reserve_bytes=0, insecure_loopback=not auth)
+        d = await start_server(cfg)
+        conn.send(Daemon(d.port, d.token))
         with contextlib.suppress(EOFError):
             await asyncio.to_thread(conn.recv_bytes)  # EOF when the parent is done
         await d.stop(0)
@@ -116,10 +127,10 @@ def _daemon(conn: Connection, data_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def daemon(data_dir: Path) -> Iterator[int]:
-    """A daemon in its own process; yields its port."""
+def daemon(data_dir: Path, auth: bool = True) -> Iterator[Daemon]:
+    """A daemon in its own process (requiring its token unless AUTH is off); yields where it is."""
     parent, child = _MP.Pipe()
-    proc = _MP.Process(target=_daemon, args=(child, data_dir))
+    proc = _MP.Process(target=_daemon, args=(child, data_dir, auth))
     proc.start()
     try:
         yield parent.recv()
@@ -130,10 +141,11 @@ def daemon(data_dir: Path) -> Iterator[int]:
             proc.terminate()
 
 
-def channel(port: int) -> grpc.Channel:
-    """A client channel like DaemonClient's."""
-    return grpc.insecure_channel(
-        f"127.0.0.1:{port}",
+def channel(d: Daemon) -> grpc.Channel:
+    """A client channel like DaemonClient's (the token on local channel credentials)."""
+    return open_channel(
+        f"127.0.0.1:{d.port}",
+        ChannelSecurity(d.token),
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -141,9 +153,9 @@ def channel(port: int) -> grpc.Channel:
     )
 
 
-def push_once(port: int, artifact: Path) -> float:
+def push_once(d: Daemon, artifact: Path) -> float:
     """One complete push into an empty store, then delete it again; seconds of the push."""
-    with channel(port) as ch:
+    with channel(d) as ch:
         stub = device_pb2_grpc.DeviceDaemonStub(ch)
         report = Pusher(ch, artifact).run()
         if report.bytes_skipped:
@@ -152,9 +164,9 @@ def push_once(port: int, artifact: Path) -> float:
     return report.seconds
 
 
-def push_interrupted(port: int, artifact: Path, at: float) -> dict[str, int]:
+def push_interrupted(d: Daemon, artifact: Path, at: float) -> dict[str, int]:
     """Cut a push off after `at` of the bytes, resume it, and count what was sent twice."""
-    with channel(port) as ch:
+    with channel(d) as ch:
         first = Pusher(ch, artifact, retries=0)
 
         def cut(p: PushProgress) -> None:
@@ -197,24 +209,32 @@ def main() -> None:
     ns = parser.parse_args()
     tune_for_streaming()  # as `edgellm push` does (src/edgellm/common/allocator.py)
     total = sum(load_local(ns.artifact)[1].unique_blobs().values())
-    runs: dict[str, list[float]] = {"tcp": [], "tcp_verified": [], "push": []}
-    with tempfile.TemporaryDirectory() as tmp, daemon(Path(tmp) / "device") as port:
+    runs: dict[str, list[float]] = {"tcp": [], "tcp_verified": [], "push": [], "push_noauth": []}
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        daemon(Path(tmp) / "device") as dev,
+        daemon(Path(tmp) / "open", auth=False) as open_dev,
+    ):
         jobs: dict[str, Callable[[], float]] = {
             "tcp": lambda: _copy(ns.artifact, verify=False),
             "tcp_verified": lambda: _copy(ns.artifact, verify=True),
-            "push": lambda: push_once(port, ns.artifact),
+            "push": lambda: push_once(dev, ns.artifact),
+            "push_noauth": lambda: push_once(open_dev, ns.artifact),  # --insecure-loopback
         }
         order = list(jobs)
         for i in range(ns.repeat):
-            for name in order[i % 3 :] + order[: i % 3]:
+            rot = i % len(order)
+            for name in order[rot:] + order[:rot]:
                 runs[name].append(jobs[name]())
-        resume = push_interrupted(port, ns.artifact, 0.5)
+        resume = push_interrupted(dev, ns.artifact, 0.5)
     mbs = {k: total / statistics.median(v) / 1e6 for k, v in runs.items()}
     result = {
         "artifact_bytes": total,
         "raw_tcp_mb_s": round(mbs["tcp"], 1),
         "verified_tcp_mb_s": round(mbs["tcp_verified"], 1),
         "push_mb_s": round(mbs["push"], 1),
+        "push_noauth_mb_s": round(mbs["push_noauth"], 1),
+        "auth_vs_noauth": round(mbs["push"] / mbs["push_noauth"], 3),
         "ratio": round(mbs["push"] / mbs["tcp"], 3),
         "ratio_vs_verified": round(mbs["push"] / mbs["tcp_verified"], 3),
         "raw_tcp_seconds": [round(x, 3) for x in runs["tcp"]],

@@ -7,14 +7,15 @@ Every test that uses the real model (the `default_artifact` fixture, directly or
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 import pytest_asyncio
 
+from edgellm.client.channel import ChannelSecurity, open_aio_channel
 from edgellm.common.paths import default_artifact_dir
+from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2_grpc
@@ -36,10 +37,26 @@ def default_artifact() -> Path:
     return ensure_default_artifact(Path(env) if env else default_artifact_dir())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def edgellm_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Tests never read or write the developer's ~/.edgellm or ~/.config/edgellm (tokens, keys).
+
+    ~/.edgellm becomes the session daemon's data dir, so a client in a test finds its token
+    without flags, as a user's client finds the token of a daemon on the same machine.
+    """
+    home = tmp_path_factory.mktemp("edgellm-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(HOME_ENV, str(home))
+        mp.setenv(CONFIG_DIR_ENV, str(tmp_path_factory.mktemp("edgellm-config")))
+        for name in (TOKEN_ENV, "EDGELLM_TLS_PIN", "EDGELLM_TLS_CA", "EDGELLM_TARGET"):
+            mp.delenv(name, raising=False)
+        yield home
+
+
 @pytest.fixture(scope="session")
-def tmp_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A daemon data dir shared by the session daemon."""
-    return tmp_path_factory.mktemp("daemon-data")
+def tmp_data_dir(edgellm_home: Path) -> Path:
+    """The session daemon's data dir (its token lives there)."""
+    return edgellm_home
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -54,8 +71,8 @@ async def daemon(default_artifact: Path, tmp_data_dir: Path) -> AsyncIterator[Ru
 
 @pytest_asyncio.fixture(scope="session")
 async def daemon_stub(daemon: RunningDaemon) -> AsyncIterator[device_pb2_grpc.DeviceDaemonAsyncStub]:
-    """An aio stub connected to the session daemon."""
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+    """An aio stub connected to the session daemon, sending its token."""
+    async with open_aio_channel(f"127.0.0.1:{daemon.port}", ChannelSecurity(daemon.token)) as channel:
         yield device_pb2_grpc.DeviceDaemonStub(channel)
 
 

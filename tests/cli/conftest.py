@@ -56,7 +56,9 @@ def model_daemon(
     """A real daemon with the default model loaded."""
     data = tmp_path_factory.mktemp("cli-daemon")
     running: RunningDaemon = loop_thread.run(
-        start_daemon(DaemonConfig(port=0, model=default_artifact, data_dir=data, queue_size=4))
+        start_daemon(
+            DaemonConfig(port=0, model=default_artifact, data_dir=data, queue_size=4, insecure_loopback=True)
+        )
     )
     yield running
     loop_thread.run(running.stop(0))
@@ -71,6 +73,8 @@ def bare_daemon_factory(
 
     def make(**options: Any) -> RunningDaemon:
         data = tmp_path_factory.mktemp("bare-daemon")
+        # No token unless a test gives one: these tests are about the CLI, auth has its own.
+        options.setdefault("insecure_loopback", "auth_token" not in options)
         running: RunningDaemon = loop_thread.run(
             start_daemon(DaemonConfig(port=0, data_dir=data, warmup=False, **options))
         )

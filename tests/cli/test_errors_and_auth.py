@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import pytest
@@ -36,8 +37,8 @@ def edgellm_process(
         (["generate", "--max-new-tokens", "-5", "hi"], 2, "must be at least 1, got -5"),
         (["generate", "--temperature", "nan", "hi"], 2, "not a finite number"),
         (["daemon", "--model", "/nonexistent"], 2, "no artifact at /nonexistent"),
-        (["daemon", "--host", "0.0.0.0"], 2, "refusing to listen on 0.0.0.0 without authentication"),
-        (["host", "--host", "0.0.0.0"], 2, "refusing to listen on 0.0.0.0 without authentication"),
+        (["daemon", "--host", "0.0.0.0"], 2, "refusing to listen on '0.0.0.0' without TLS"),
+        (["host", "--host", "0.0.0.0"], 2, "refusing to listen on '0.0.0.0' without TLS"),
         (["daemon", "--threads", "0"], 2, "must be at least 1"),
         (["push", "/nonexistent"], 2, "manifest.json"),
         (["telemetry", "--from", "/nonexistent.jsonl"], 2, "--plot"),
@@ -63,7 +64,9 @@ def test_a_daemon_does_not_share_its_port_with_a_reuseport_listener() -> None:
     """gRPC's default SO_REUSEPORT let two servers share a port; ours asks for it off (so_reuseport 0)."""
     import asyncio
 
-    from edgellm.common.server import CannotListen, bind_and_start, new_server
+    from edgellm.common.server import CannotListen, ServerSecurity, bind_and_start, new_server
+
+    open_ = ServerSecurity(None, insecure_loopback=True)
 
     async def attempt() -> None:
         other = grpc.aio.server()  # gRPC defaults: SO_REUSEPORT on
@@ -71,7 +74,7 @@ def test_a_daemon_does_not_share_its_port_with_a_reuseport_listener() -> None:
         await other.start()
         try:
             with pytest.raises(CannotListen, match="already in use"):
-                await bind_and_start(new_server("127.0.0.1", None), "127.0.0.1", port)
+                await bind_and_start(new_server("127.0.0.1", open_), "127.0.0.1", port)
         finally:
             await other.stop(0)
 
@@ -126,6 +129,7 @@ def test_every_client_command_sends_the_token(
     edgellm: Callable[..., Result],
     monkeypatch: pytest.MonkeyPatch,
     argv: list[str],
+    tmp_path: Path,
 ) -> None:
     target = ["--target", f"127.0.0.1:{token_daemon.port}"]
     monkeypatch.setenv("EDGELLM_TOKEN", "s3cret")
@@ -133,20 +137,28 @@ def test_every_client_command_sends_the_token(
     assert r.code == 0, r.err
     monkeypatch.setenv("EDGELLM_TOKEN", "wrong")
     r = edgellm(*argv, *target)
-    assert (
-        r.code == 1 and "refused the token in $EDGELLM_TOKEN" in r.err and "set $EDGELLM_TOKEN" not in r.err
-    )
-    monkeypatch.delenv("EDGELLM_TOKEN")
+    assert r.code == 1 and "refused the token this client sent" in r.err and "set $EDGELLM_TOKEN" not in r.err
+    _no_token_anywhere(monkeypatch, tmp_path)
     r = edgellm(*argv, *target)
-    assert r.code == 1 and "requires a token and none was sent" in r.err
+    assert r.code == 1 and "requires a token and none was found" in r.err
+
+
+def _no_token_anywhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No $EDGELLM_TOKEN and empty token directories: the client has nothing to send."""
+    monkeypatch.delenv("EDGELLM_TOKEN", raising=False)
+    monkeypatch.setenv("EDGELLM_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("EDGELLM_HOME", str(tmp_path / "home"))
 
 
 def test_generate_and_push_send_the_token_too(
-    token_daemon: RunningDaemon, edgellm: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
+    token_daemon: RunningDaemon,
+    edgellm: Callable[..., Result],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     target = ["--target", f"127.0.0.1:{token_daemon.port}"]
     monkeypatch.setenv("EDGELLM_TOKEN", "s3cret")
     r = edgellm("generate", *target, "hi")
     assert r.code == 1 and "FAILED_PRECONDITION" in r.err  # past authentication: there is no model
-    monkeypatch.delenv("EDGELLM_TOKEN")
-    assert "none was sent" in edgellm("generate", *target, "hi").err
+    _no_token_anywhere(monkeypatch, tmp_path)
+    assert "none was found" in edgellm("generate", *target, "hi").err

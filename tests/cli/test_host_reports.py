@@ -36,7 +36,8 @@ def test_eval_without_a_reference_says_so_and_names_its_protocol(
     default_artifact: Path, tmp_path: Path, edgellm: Callable[..., Result]
 ) -> None:
     artifact = _without_reference(default_artifact, tmp_path / "a")
-    r = edgellm("eval", str(artifact), "--tokens", "128", "--context", "64", "--stride", "64")
+    # --legacy: the quick check's ppl/top-1/KL table (the default is the paired two-path protocol)
+    r = edgellm("eval", str(artifact), "--legacy", "--tokens", "128", "--context", "64", "--stride", "64")
     assert r.code == 0, r.err
     assert "0.0000" not in r.out  # no invented top-1/KL
     assert "top-1 and KL not measured: no fp reference" in r.out and "--reference HF_DIR" in r.out
@@ -45,7 +46,9 @@ def test_eval_without_a_reference_says_so_and_names_its_protocol(
     mnn_row = next(line for line in r.out.splitlines() if line.startswith("mnn"))
     assert mnn_row.split()[2:] == ["-", "-"], r.out
 
-    j = edgellm("eval", str(artifact), "--tokens", "128", "--context", "64", "--stride", "64", "--json")
+    j = edgellm(
+        "eval", str(artifact), "--legacy", "--tokens", "128", "--context", "64", "--stride", "64", "--json"
+    )
     result = json.loads(j.out)
     assert result["reference"] is None and set(result["results"]["mnn"]) == {"ppl", "tokens"}
 

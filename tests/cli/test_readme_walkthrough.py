@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from openai import OpenAI
 
 from edgellm.cli import build_parser
 
@@ -47,7 +49,7 @@ class Command:
 
     @property
     def kind(self) -> str:
-        """make | activate | phone | heavy | daemon | host | client."""
+        """make | activate | phone | heavy | daemon | host | gateway | client."""
         words = self.words
         if words[0] == "make":
             return "make"
@@ -61,6 +63,8 @@ class Command:
             return "daemon"
         if words[:2] == ["edgellm", "host"]:
             return "host"
+        if words[:2] == ["edgellm", "gateway"]:
+            return "gateway"
         return "client"
 
 
@@ -271,12 +275,54 @@ def run_client(walk: Walk, cmd: Command) -> None:
     check(cmd, r.stdout, walk)
 
 
+def wait_http(url: str, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"gateway exited: {proc.communicate()[1][-2000:]}"
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{url} not 200 after {timeout} s")
+
+
+def run_gateway(walk: Walk, cmd: Command) -> None:
+    """The README's gateway line (a server): its target is the README daemon, then the SDK asks it."""
+    line = cmd.line.replace("127.0.0.1:50051", f"127.0.0.1:{walk.daemon_port}")
+    port = free_port()
+    proc = walk.start(Command(line, cmd.section), port)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(f"{base}/health", proc)
+        client = OpenAI(base_url=f"{base}/v1", api_key="none")  # as the README's snippet
+        answer = client.chat.completions.create(
+            model="",
+            messages=[{"role": "user", "content": "What is the capital of France?"}],
+            max_tokens=24,
+        )
+        assert "Paris" in (answer.choices[0].message.content or "")
+        assert answer.usage is not None and answer.usage.completion_tokens > 0
+        metrics = httpx.get(f"{base}/metrics", timeout=10).text
+        assert "llamacpp:tokens_predicted_total" in metrics, metrics[:2000]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    # 130: the CLI's "interrupted" code (docs/cli.md); the gateway shut down cleanly on Ctrl-C.
+    rc = proc.returncode
+    assert rc in (0, 130) and "Traceback" not in err, f"gateway: rc {rc} {err[-2000:]}"
+
+
 def test_readme_walkthrough(servers: Walk) -> None:
     """Every light client command of the README, in order, against the README's own servers."""
     ran = []
     for cmd in readme_commands():
         if cmd.kind == "client":
             run_client(servers, cmd)
+            ran.append(cmd.line)
+        elif cmd.kind == "gateway":
+            run_gateway(servers, cmd)
             ran.append(cmd.line)
     assert len(ran) >= 12, ran
 

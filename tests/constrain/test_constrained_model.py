@@ -59,3 +59,22 @@ async def test_regex_and_json_object_with_the_real_model(
         'What is the capital of France? Answer as a JSON object with one key, "city".',
     )
     assert isinstance(json.loads(obj), dict)
+
+
+async def test_speculation_auto_with_a_constraint_decodes_plainly_and_validates(
+    daemon_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
+) -> None:
+    # A draft is verified against the model only, never the grammar: a constrained request does
+    # not draft even when it asks for speculation (docs/constrained.md).
+    case = cases("tuning")[0]
+    request = device_pb2.GenerateRequest(
+        messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in case.messages()],
+        max_new_tokens=160,
+        constraint=device_pb2.OutputConstraint(json_schema=case.schema_text),
+        speculation=device_pb2.SPECULATION_AUTO,
+    )
+    responses = [r async for r in daemon_stub.Generate(request)]
+    case.check("".join(r.text for r in responses))
+    stats = responses[-1].stats
+    assert responses[-1].finish_reason == device_pb2.FINISH_REASON_STOP
+    assert stats.draft_tokens == 0 and stats.constraint_ms > 0

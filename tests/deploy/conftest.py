@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from edgellm.common.tokens import CONFIG_DIR_ENV
 from edgellm.deploy.adb import AdbServer
 from edgellm.deploy.device import DeployConfig, DeployIO
 from edgellm.device.config import DaemonConfig
@@ -69,8 +70,11 @@ class Rig:
 
 
 @pytest.fixture
-def rig(phone_daemon: ThreadDaemon, tmp_path: Path) -> Iterator[Rig]:
-    phone = FakePhone(ports={50051: phone_daemon.running.port})
+def rig(phone_daemon: ThreadDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
+    # The phone's daemon has a real token, which the fake phone's installer "made"; the host's
+    # config dir is this test's own, so the token the deploy fetches lands where a client looks.
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "host-config"))
+    phone = FakePhone(ports={50051: phone_daemon.running.port}, daemon_token=phone_daemon.running.token or "")
     output: list[str] = []
     prompts: list[str] = []
 
@@ -78,7 +82,8 @@ def rig(phone_daemon: ThreadDaemon, tmp_path: Path) -> Iterator[Rig]:
         prompts.append(text)
         return True
 
-    def installer(target: str, artifact: Path) -> str:
+    def installer(target: str, artifact: Path, token: str) -> str:
+        assert token == phone_daemon.running.token  # the deploy pushes with the phone's token
         output.append(f"installer {target} {artifact.name}")
         phone_daemon.set_serving()
         return "smollm2-135m-q4"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,6 +84,10 @@ def test_full_deploy_then_rerun_changes_nothing(rig: Rig) -> None:
     assert health(config.local_port) == "SERVING"  # through the fake's real forward to the daemon
     assert any(line.startswith("installer 127.0.0.1:") for line in rig.output)
     assert any("edgellm generate --target" in line for line in rig.output)
+    # S2: the phone's token reached the host's config, 0600, where every client looks.
+    token_file = config.token_file
+    assert token_file.read_text().strip() == rig.daemon.running.token
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert_only_real_commands(rig)
 
     # Re-run: every step is already done, and nothing that changes the phone is sent.
@@ -306,6 +311,7 @@ def test_missing_plugins_only_warn(rig: Rig) -> None:
 
 def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> None:
     """After the deploy, the real push client reaches the (real) daemon through the fake's forward."""
+    from edgellm.client.channel import open_channel
     from edgellm.deploy.device import push_artifact
     from edgellm.v1 import device_pb2, device_pb2_grpc
     from tests.manifests import manifest_for
@@ -317,10 +323,12 @@ def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> No
     (art / "weights.bin").write_bytes(data)
     (art / "manifest.json").write_text(manifest_for({"weights.bin": data}, "tiny").to_json())
     target = f"127.0.0.1:{rig.config.local_port}"
-    artifact_id = push_artifact(target, art)
-    with grpc.insecure_channel(target) as ch:
+    token = rig.daemon.running.token
+    assert token is not None
+    artifact_id = push_artifact(target, art, token)
+    with open_channel(target) as ch:  # no flags: the token the deploy fetched, from the host's config
         status = device_pb2_grpc.DeviceDaemonStub(ch).GetArtifactStatus(
             device_pb2.GetArtifactStatusRequest(artifact_id=artifact_id), timeout=10
         )
     assert status.installed
-    assert push_artifact(target, art) == artifact_id  # a second push sends nothing new
+    assert push_artifact(target, art, token) == artifact_id  # a second push sends nothing new

@@ -49,10 +49,12 @@ case "$(basename "$0") $*" in
     touch "$last/CMakeLists.txt"
     printf "import platform\\nIS_LINUX = platform.system() == 'Linux'\\n" \\
         > "$last/pymnn/pip_package/setup.py" ;;
+  "git -C "*" rev-parse HEAD") cat "$STUBS/mnn-head" 2>/dev/null || echo "$MNN_PIN" ;;
   "cmake --build"*) [ -z "$FAIL_BUILD" ] || { echo "error: out of memory" >&2; exit 1; } ;;
 esac
 exit 0
 """
+MNN_PIN = "d407447ed56c4121a11ccbd266dc184ca1ead0c2"  # the commit install.sh pins for MNN 3.6.1
 STUB_NAMES = ["pkg", "dpkg", "pip", "python", "git", "cmake", "sv", "svlogd", "termux-wake-lock", "edgellm"]
 
 
@@ -79,6 +81,7 @@ def termux(tmp_path: Path) -> dict[str, str]:
         "HOME": str(home),
         "CALLS": str(tmp_path / "calls.log"),
         "STUBS": str(stubs),
+        "MNN_PIN": MNN_PIN,
     }
 
 

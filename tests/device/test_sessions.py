@@ -33,6 +33,7 @@ async def windowed(
             data_dir=tmp_path_factory.mktemp("win"),
             kv_window=128,
             warmup=False,
+            insecure_loopback=True,
         )
     )
     yield running

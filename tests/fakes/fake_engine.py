@@ -131,6 +131,30 @@ class FakeEngine:
         self._decoded += 1
         return self._logits()
 
+    @property
+    def draft_max(self) -> int:
+        """Longest draft verify() takes (from the EngineConfig, like MnnEngine)."""
+        return self.config.draft_max
+
+    def verify(self, ids: Sequence[int]) -> Logits:
+        """Several tokens in one forward: the rows a decode of each would have given."""
+        if not 1 < len(ids) <= self.draft_max + 1:
+            raise ValueError(f"verify takes 2..{self.draft_max + 1} tokens, got {len(ids)}")
+        self._forward(ids)
+        rows = []
+        for _ in ids:
+            self._decoded += 1
+            rows.append(self._logits())
+        return np.stack(rows)
+
+    def rewind(self, count: int) -> None:
+        """Drop the last `count` tokens; the script steps back with them."""
+        if not 0 <= count <= len(self.history):
+            raise ValueError(f"cannot rewind {count} of {len(self.history)}")
+        del self.history[len(self.history) - count :]
+        self.position -= count
+        self._decoded = max(self._decoded - count, 0)
+
     def _forward(self, ids: Sequence[int]) -> None:
         if not self.loaded:
             raise Unavailable("the fake engine is not loaded")

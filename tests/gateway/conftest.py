@@ -43,7 +43,13 @@ async def start_daemon(fake_artifact: Path, tmp_path: Path) -> AsyncIterator[Sta
     async def start(
         reply: str = DEFAULT_REPLY, endless: bool = False, step_s: float = 0.0, **config: Any
     ) -> RunningDaemon:
-        base = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path / f"data{len(started)}")
+        # No token unless a test gives one (auth has its own tests).
+        base = DaemonConfig(
+            port=0,
+            model=fake_artifact,
+            data_dir=tmp_path / f"data{len(started)}",
+            insecure_loopback="auth_token" not in config,
+        )
         running = await start_server(replace(base, **config), FakeEngine.factory(reply, endless, step_s))
         started.append(running)
         return running

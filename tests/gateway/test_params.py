@@ -7,6 +7,7 @@ import json
 import openai
 import pytest
 
+from edgellm.client.sampling import RECOMMENDED
 from edgellm.gateway.errors import ApiError
 from edgellm.gateway.params import parse
 from tests.gateway.conftest import StartDaemon, StartGateway, sdk
@@ -36,9 +37,15 @@ def test_every_listed_chat_parameter_reaches_the_request() -> None:
     assert not r.HasField("constraint")
 
 
-def test_defaults_follow_openai() -> None:
+def test_defaults_are_the_bundled_models_not_openais() -> None:
+    """Omitted sampling fields take edgellm's measured defaults (OpenAI's T=1 gives word salad)."""
     chat = parse("chat", {"messages": [{"role": "user", "content": "x"}]}, CAP).request
-    assert chat.sampling.temperature == 1.0 and chat.max_new_tokens == CAP
+    s = chat.sampling
+    assert s.temperature == pytest.approx(RECOMMENDED.temperature) and chat.max_new_tokens == CAP
+    assert s.top_p == pytest.approx(RECOMMENDED.top_p)
+    assert s.frequency_penalty == pytest.approx(RECOMMENDED.frequency_penalty)
+    explicit = parse("chat", {"messages": [{"role": "user", "content": "x"}], "temperature": 0}, CAP)
+    assert explicit.request.sampling.temperature == 0.0  # an explicit 0 stays greedy
     assert not chat.sampling.HasField("seed")
     completion = parse("completion", {"prompt": "x"}, CAP).request
     assert completion.prompt == "x" and completion.max_new_tokens == 16 and not completion.messages

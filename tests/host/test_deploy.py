@@ -10,6 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from edgellm.client.channel import ChannelSecurity, open_aio_channel
+from edgellm.common.tokens import TOKEN_ENV
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import start_server
 from edgellm.host.deploy_job import deploy
@@ -18,8 +20,11 @@ from edgellm.host.server import start_server as start_host
 from edgellm.v1 import host_pb2, host_pb2_grpc
 
 
-async def test_deploy_reports_device_numbers(default_artifact: Path, tmp_path: Path) -> None:
+async def test_deploy_reports_device_numbers(
+    default_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
+    monkeypatch.setenv(TOKEN_ENV, d.token or "")  # the deploy finds the daemon's token as a client does
     events: list[tuple[float, str]] = []
     try:
         result = await asyncio.to_thread(
@@ -36,18 +41,32 @@ async def test_deploy_reports_device_numbers(default_artifact: Path, tmp_path: P
     assert any("MB/s" in m and "ETA" in m for _, m in events)
 
 
-async def test_deploy_rpc_streams_the_job_and_list_artifacts(default_artifact: Path, tmp_path: Path) -> None:
+async def test_deploy_rpc_streams_the_job_and_list_artifacts(
+    default_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "artifacts"
     root.mkdir()
     (root / "smollm2").symlink_to(default_artifact.resolve())
     (root / "broken").mkdir()
     (root / "broken" / "manifest.json").write_text("{not json")
     d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
-    host = await start_host(HostConfig(port=0))
-    host.service.artifacts_root = root
+    monkeypatch.setenv(TOKEN_ENV, d.token or "")  # what the Deploy job sends to the daemon
+    target = f"127.0.0.1:{d.port}"
+    host = await start_host(HostConfig(port=0, deploy_targets=(target,), artifacts_root=root))
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{host.port}") as channel:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{host.port}") as bare:
+            with pytest.raises(grpc.aio.AioRpcError) as err:  # S10: HostService needs its token too
+                await host_pb2_grpc.HostServiceStub(bare).ListArtifacts(host_pb2.ListArtifactsRequest())
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        async with open_aio_channel(f"127.0.0.1:{host.port}", ChannelSecurity(host.token)) as channel:
             stub = host_pb2_grpc.HostServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as err:  # S10: Deploy targets come from config
+                async for _ in stub.Deploy(
+                    host_pb2.DeployRequest(artifact_dir=str(default_artifact), target="127.0.0.1:1")
+                ):
+                    pass
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "--deploy-target 127.0.0.1:1" in (err.value.details() or "")
             listed = await stub.ListArtifacts(host_pb2.ListArtifactsRequest())
             assert [a.name for a in listed.artifacts] == ["smollm2-135m-instruct"]
             assert len(listed.artifacts[0].artifact_id) == 64
@@ -55,7 +74,7 @@ async def test_deploy_rpc_streams_the_job_and_list_artifacts(default_artifact: P
                 async for _ in stub.Deploy(host_pb2.DeployRequest(artifact_dir=str(tmp_path / "nope"))):
                     pass
             assert err.value.code() == grpc.StatusCode.NOT_FOUND
-            request = host_pb2.DeployRequest(artifact_dir=str(default_artifact), target=f"127.0.0.1:{d.port}")
+            request = host_pb2.DeployRequest(artifact_dir=str(default_artifact), target=target)
             events = [e async for e in stub.Deploy(request)]
     finally:
         await host.stop(0)

@@ -22,7 +22,7 @@ from edgellm.v1 import host_pb2, host_pb2_grpc
 
 @pytest_asyncio.fixture
 async def stub() -> AsyncIterator[host_pb2_grpc.HostServiceStub]:
-    running = await start_server(HostConfig(port=0))
+    running = await start_server(HostConfig(port=0, insecure_loopback=True))
     async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(health_pb2.HealthCheckRequest(service=""))
@@ -94,6 +94,19 @@ async def test_evaluate_survives_disconnect_and_can_be_rewatched(
             host_pb2.QuantizeRequest(model="/nonexistent", output_dir="x"),
             "NOT_FOUND",
             "checkpoint",
+        ),
+        # S10: Quantize writes only under the host's artifacts directory.
+        (
+            "Quantize",
+            host_pb2.QuantizeRequest(model="default", output_dir="/tmp"),
+            "PERMISSION_DENIED",
+            "outside",
+        ),
+        (
+            "Quantize",
+            host_pb2.QuantizeRequest(model="default", output_dir="../x"),
+            "PERMISSION_DENIED",
+            "outside",
         ),
         ("Evaluate", host_pb2.EvaluateRequest(artifact_dir="/nonexistent"), "NOT_FOUND", "no MNN artifact"),
         (

@@ -72,7 +72,9 @@ class Cut(Exception):
 
 
 async def _start(data_dir: Path, **kw: Any) -> RunningDaemon:
-    return await start_server(DaemonConfig(port=0, data_dir=data_dir, disk_reserve_bytes=0, **kw))
+    return await start_server(
+        DaemonConfig(port=0, data_dir=data_dir, disk_reserve_bytes=0, **kw, insecure_loopback=True)
+    )
 
 
 @pytest_asyncio.fixture
@@ -299,7 +301,17 @@ async def test_disk_full_on_a_small_filesystem(tmp_path: Path) -> None:
         await asyncio.to_thread(subprocess.run, ["umount", str(mnt)], check=False)
 
 
-async def test_concurrent_pushes(dev: RunningDaemon, tmp_path: Path) -> None:
+async def test_concurrent_pushes(tmp_path: Path) -> None:
+    # Three at once: above the default cap of 2 (tests/rpc/test_limits.py), which counts a push
+    # waiting for another push of the same artifact too.
+    dev = await _start(tmp_path / "data", max_pushes=3)
+    try:
+        await _concurrent_pushes(dev, tmp_path)
+    finally:
+        await dev.stop(0)
+
+
+async def _concurrent_pushes(dev: RunningDaemon, tmp_path: Path) -> None:
     a = make_artifact(tmp_path / "a", SIZES, "a", seed=1)
     b = make_artifact(tmp_path / "b", SIZES, "b", seed=2)
     reports = await asyncio.gather(*(asyncio.to_thread(_push, dev.port, x) for x in (a, a, b)))

@@ -79,7 +79,9 @@ def test_malformed_messages_say_why(raw: bytes, why: str) -> None:
 
 
 async def test_daemon_answers_malformed_push_with_invalid_argument(tmp_path: Path) -> None:
-    d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
+    d = await start_server(
+        DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, insecure_loopback=True)
+    )
     try:
 
         def push_garbage() -> None:

@@ -57,7 +57,7 @@ def test_eval_without_an_fp_reference_says_so_instead_of_printing_zeros(
     doc = json.loads((path / "manifest.json").read_text())
     doc["source"]["hf_dir"] = str(tmp_path / "gone")  # built on another host
     (moved / "manifest.json").write_text(json.dumps(doc))
-    assert main(["eval", str(moved), "--tokens", "128", "--context", "64", "--stride", "32"]) == 0
+    assert main(["eval", str(moved), "--legacy", "--tokens", "128", "--context", "64", "--stride", "32"]) == 0
     out = capsys.readouterr().out
     assert "top-1 and KL not measured: no fp reference" in out and "gone" in out
     assert (

@@ -11,6 +11,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
+from edgellm.client.channel import ChannelSecurity, open_aio_channel
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2_grpc
@@ -34,7 +35,10 @@ async def start_fake(fake_artifact: Path, tmp_path: Path) -> AsyncIterator[Start
     async def start(
         reply: str = DEFAULT_REPLY, endless: bool = False, step_s: float = 0.0, **config: Any
     ) -> RunningDaemon:
-        base = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path / f"data{len(started)}")
+        # Auth is not the subject here (tests/rpc/test_auth.py is): no token.
+        base = DaemonConfig(
+            port=0, model=fake_artifact, data_dir=tmp_path / f"data{len(started)}", insecure_loopback=True
+        )
         running = await start_server(replace(base, **config), FakeEngine.factory(reply, endless, step_s))
         started.append(running)
         return running
@@ -53,5 +57,5 @@ async def fake_stub(start_fake: StartFake) -> AsyncIterator[device_pb2_grpc.Devi
 
 
 def channel_to(running: RunningDaemon) -> grpc.aio.Channel:
-    """An insecure aio channel to a running daemon."""
-    return grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+    """An aio channel to a running daemon, with its token when it has one."""
+    return open_aio_channel(f"127.0.0.1:{running.port}", ChannelSecurity(running.token))

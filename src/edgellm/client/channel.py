@@ -1,76 +1,112 @@
-"""The one way every client opens a channel: address, message limits and credentials.
+"""The one place clients open channels: the token and TLS ride on the channel's credentials.
 
-Every stub call on a channel from :func:`open_channel` carries the bearer token from
-:func:`edgellm.common.auth.client_token` (an interceptor adds it), so no command can forget it;
-how the token is found is decided in that one function.
+Every call on such a channel carries `authorization: Bearer <token>` (gRPC call credentials),
+so stubs, the push client's hand-made call and health probes need no per-call metadata.
+Without TLS the call credentials ride on gRPC's *local* channel credentials, which grpcio only
+allows to a loopback peer: a token is never sent in cleartext off this machine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
-from edgellm.common.auth import client_token
+from edgellm.common.auth import is_loopback, target_host
+from edgellm.common.errors import FailedPrecondition
+from edgellm.common.tls import ClientTls
+from edgellm.common.tokens import find_client_token
+
+Options = Sequence[tuple[str, str | int]]
 
 # Generous both ways: a 200 KB prompt or a long chat history is far below this; the daemon
 # enforces its own receive limit (edgellm.device.rpc.server.MAX_MESSAGE_BYTES).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_OPTIONS: Options = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+)
 
 
-class _ClientCallDetails(grpc.ClientCallDetails):
-    def __init__(self, base: grpc.ClientCallDetails, metadata: tuple[tuple[str, str | bytes], ...]) -> None:
-        self.method = base.method
-        self.timeout = base.timeout
-        self.metadata = metadata
-        self.credentials = base.credentials
-        self.wait_for_ready = getattr(base, "wait_for_ready", None)
-        self.compression = getattr(base, "compression", None)
+@dataclass(frozen=True)
+class ChannelSecurity:
+    """The token a client sends (None: none) and how it trusts a TLS server (None: plaintext)."""
+
+    token: str | None = None
+    token_source: str = ""
+    tls: ClientTls | None = None
+
+    @classmethod
+    def find(
+        cls,
+        token: str | None = None,
+        token_file: Path | None = None,
+        tls_ca: Path | None = None,
+        tls_pin: str | None = None,
+    ) -> ChannelSecurity:
+        """Explicit values, else $EDGELLM_TOKEN / the config file / the local daemon's token, and TLS env."""
+        found = find_client_token(token, token_file)
+        tls_ca = tls_ca or _env_path("EDGELLM_TLS_CA")
+        tls_pin = tls_pin or os.environ.get("EDGELLM_TLS_PIN") or None
+        tls = ClientTls(ca=tls_ca, pin=tls_pin) if tls_ca or tls_pin else None
+        return cls(found.token if found else None, found.source if found else "", tls)
 
 
-class BearerToken(
-    grpc.UnaryUnaryClientInterceptor,
-    grpc.UnaryStreamClientInterceptor,
-    grpc.StreamUnaryClientInterceptor,
-    grpc.StreamStreamClientInterceptor,
-):
-    """Adds `authorization: Bearer <token>` to every call that does not carry one already."""
-
-    def __init__(self, token: str) -> None:
-        self.header = ("authorization", f"Bearer {token}")
-
-    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
-        metadata = tuple(details.metadata or ())
-        if not any(key == "authorization" for key, _ in metadata):
-            metadata += (self.header,)
-        return _ClientCallDetails(details, metadata)
-
-    def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
-        """Unary call with the token."""
-        return continuation(self._details(details), request)
-
-    def intercept_unary_stream(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
-        """Server-streaming call with the token."""
-        return continuation(self._details(details), request)
-
-    def intercept_stream_unary(self, continuation: Callable[..., Any], details: Any, requests: Any) -> Any:
-        """Client-streaming call with the token."""
-        return continuation(self._details(details), requests)
-
-    def intercept_stream_stream(self, continuation: Callable[..., Any], details: Any, requests: Any) -> Any:
-        """Bidirectional call with the token."""
-        return continuation(self._details(details), requests)
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
 
 
-def open_channel(target: str, token: str | None = None) -> grpc.Channel:
-    """An insecure channel to target whose every call sends the token (argument, else client_token())."""
-    channel = grpc.insecure_channel(
-        target,
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ],
-    )
-    token = token or client_token()
-    return grpc.intercept_channel(channel, BearerToken(token)) if token else channel
+def _credentials(
+    target: str, security: ChannelSecurity
+) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, str]]]:
+    """(channel credentials or None for a plaintext channel without a token, extra options)."""
+    options: list[tuple[str, str]] = []
+    if security.tls is not None:
+        creds, options = security.tls.credentials(target)
+    elif security.token is None:
+        return None, []
+    elif is_loopback(target_host(target)):
+        creds = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+    else:
+        raise FailedPrecondition(
+            f"refusing to send the token in cleartext to {target}: connect with TLS (--tls-pin or "
+            "--tls-ca) or through `adb forward` / an SSH tunnel to 127.0.0.1"
+        )
+    if security.token is not None:
+        creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(security.token))
+    return creds, options
+
+
+def _security(security: ChannelSecurity | str | None) -> ChannelSecurity:
+    """SECURITY as given; a bare string is a token; None: found without flags (ChannelSecurity.find)."""
+    if isinstance(security, str):
+        return ChannelSecurity(security)
+    return security if security is not None else ChannelSecurity.find()
+
+
+def open_channel(
+    target: str, security: ChannelSecurity | str | None = None, options: Options = DEFAULT_OPTIONS
+) -> grpc.Channel:
+    """A blocking channel to TARGET with the token and TLS found without flags (or SECURITY / a token)."""
+    security = _security(security)
+    creds, extra = _credentials(target, security)
+    opts = [*options, *extra]
+    if creds is None:
+        return grpc.insecure_channel(target, options=opts)
+    return grpc.secure_channel(target, creds, options=opts)
+
+
+def open_aio_channel(
+    target: str, security: ChannelSecurity | str | None = None, options: Options = DEFAULT_OPTIONS
+) -> grpc.aio.Channel:
+    """The asyncio twin of open_channel."""
+    security = _security(security)
+    creds, extra = _credentials(target, security)
+    opts = [*options, *extra]
+    if creds is None:
+        return grpc.aio.insecure_channel(target, options=opts)
+    return grpc.aio.secure_channel(target, creds, options=opts)

@@ -9,8 +9,7 @@ from types import TracebackType
 
 import grpc
 
-from edgellm.client.channel import MAX_MESSAGE_BYTES, open_channel
-from edgellm.common.auth import client_metadata
+from edgellm.client.channel import MAX_MESSAGE_BYTES, ChannelSecurity, open_channel
 from edgellm.common.targets import resolve_target
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
@@ -37,17 +36,24 @@ def finish_reason_name(value: int) -> str:
 class DaemonClient:
     """Blocking client over one channel; use as a context manager.
 
-    Every call on `channel`/`stub` carries the bearer token (edgellm.client.channel.open_channel);
-    `metadata` is the same header, for callers that build calls by hand.
+    Every call on `channel`/`stub` carries the bearer token (edgellm.client.channel.open_channel,
+    on the channel's credentials); `metadata` stays empty for callers that pass it on.
     """
 
     def __init__(
-        self, target: str | None = None, timeout: float | None = None, token: str | None = None
+        self,
+        target: str | None = None,
+        timeout: float | None = None,
+        token: str | None = None,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self.target = resolve_target(target)
         self.timeout = timeout
-        self.metadata = client_metadata(token)
-        self.channel = open_channel(self.target, token)
+        # The token rides on the channel's credentials (edgellm.client.channel); per-call metadata
+        # stays empty and is kept for callers that pass it on.
+        self.metadata: tuple[tuple[str, str], ...] = ()
+        self.security = security if security is not None else ChannelSecurity.find(token)
+        self.channel = open_channel(self.target, self.security)
         self.stub = device_pb2_grpc.DeviceDaemonStub(self.channel)
 
     def __enter__(self) -> DaemonClient:
@@ -83,20 +89,14 @@ class DaemonClient:
         seed: int | None = None,
         stop: Sequence[str] = (),
         session_id: str = "",
+        speculation: str = "off",
         *,
         constraint: device_pb2.OutputConstraint | None = None,
         **sampling: float,
     ) -> Completion:
         """Run a whole generation and collect it (within `constraint` when given)."""
         request = build_request(
-            prompt,
-            messages,
-            max_new_tokens,
-            temperature,
-            seed,
-            stop,
-            session_id,
-            **sampling,
+            prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation, **sampling
         )
         request = constrained(request, constraint)
         out = Completion()
@@ -117,6 +117,9 @@ class DaemonClient:
         return self.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0)
 
 
+SPECULATION = {"auto": device_pb2.SPECULATION_AUTO, "off": device_pb2.SPECULATION_OFF}
+
+
 def build_request(
     prompt: str | None = None,
     messages: Sequence[tuple[str, str]] | None = None,
@@ -125,9 +128,10 @@ def build_request(
     seed: int | None = None,
     stop: Sequence[str] = (),
     session_id: str = "",
+    speculation: str = "off",
     **sampling: float,
 ) -> device_pb2.GenerateRequest:
-    """Build a GenerateRequest from plain Python values."""
+    """Build a GenerateRequest from plain Python values (`speculation`: auto or off)."""
     params = device_pb2.SamplingParams(temperature=temperature, **sampling)  # type: ignore[arg-type]
     if seed is not None:
         params.seed = seed
@@ -138,6 +142,7 @@ def build_request(
         sampling=params,
         stop=list(stop),
         session_id=session_id,
+        speculation=SPECULATION[speculation],
     )
 
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import grpc
 
-from edgellm.common.auth import TOKEN_ENV, client_token
+from edgellm.common.auth import client_token
 from edgellm.common.errors import EdgeError
 from edgellm.common.targets import DEFAULT_DAEMON_PORT, resolve_host_target, resolve_target
+from edgellm.common.tokens import TOKEN_ENV
 
 OK, FAILED, BAD_INPUT, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -85,12 +86,12 @@ def _unreachable(peer: Peer, details: str) -> str:
 def _unauthenticated(peer: Peer, details: str) -> str:
     if client_token() is None:
         return (
-            f"the {peer.kind} at {peer.target} requires a token and none was sent: "
-            f"set ${TOKEN_ENV} to the token it was started with"
+            f"the {peer.kind} at {peer.target} requires a token and none was found: set ${TOKEN_ENV}, "
+            "or put it in ~/.config/edgellm/token (0600); `edgellm deploy device` fetches a phone's"
         )
     return (
-        f"the {peer.kind} at {peer.target} refused the token in ${TOKEN_ENV} ({details}): "
-        "it must equal the --auth-token (or $EDGELLM_TOKEN) the server was started with"
+        f"the {peer.kind} at {peer.target} refused the token this client sent ({details}): it reads "
+        f"${TOKEN_ENV}, then ~/.config/edgellm/token, then ~/.edgellm/token (docs/security.md)"
     )
 
 

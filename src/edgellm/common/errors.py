@@ -41,6 +41,24 @@ class Unavailable(EdgeError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class AlreadyExists(EdgeError):
+    """Something with this identity is already live (a request id in use)."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class DeadlineExceeded(EdgeError):
+    """The peer stayed silent longer than the server waits (an idle push)."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class PermissionDenied(EdgeError):
+    """The caller is authenticated but may not do this (a path or target outside what is allowed)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
 class Unauthenticated(EdgeError):
     """Missing or wrong credentials."""
 
@@ -60,4 +78,6 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.RESOURCE_EXHAUSTED, "out of memory"
     if isinstance(exc, FileNotFoundError):
         return grpc.StatusCode.NOT_FOUND, str(exc)
-    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+    # Why not the exception's text: it carries absolute device paths and errno details (finding
+    # S16); the caller gets the request id, the log keeps the traceback under that id.
+    return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})"

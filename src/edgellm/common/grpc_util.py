@@ -23,10 +23,15 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 
+LOGGED_MESSAGE_CHARS = 500
+MAX_REQUEST_ID_CHARS = 128  # request and session ids: longer ones are refused (validation)
+
+
 def _request_id(request: object) -> str:
-    """The client's request_id if the message has a non-empty one, else a fresh 12-hex-digit id."""
+    """The client's request_id if the message has a non-empty, not over-long one, else a fresh id."""
     rid = getattr(request, "request_id", "")
-    return rid if isinstance(rid, str) and rid else uuid.uuid4().hex[:12]
+    ok = isinstance(rid, str) and 0 < len(rid) <= MAX_REQUEST_ID_CHARS
+    return rid if ok else uuid.uuid4().hex[:12]
 
 
 def current_request_id() -> str:
@@ -39,8 +44,10 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException
     code, message = status_for(exc)
     if code == grpc.StatusCode.INTERNAL:
         log.exception("rpc_failed", rpc=rpc)
+        message = f"{message}, request id {current_request_id()}: the server's log has the details"
     else:
-        log.info("rpc_refused", rpc=rpc, code=code.name, message=message)
+        # Truncated: a refusal may quote what the client sent, and the log must stay small.
+        log.info("rpc_refused", rpc=rpc, code=code.name, message=message[:LOGGED_MESSAGE_CHARS])
     await context.abort(code, message)
 
 

@@ -3,24 +3,65 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from edgellm.common.auth import TokenAuthInterceptor, require_token_off_loopback
+from edgellm.common.auth import TokenAuthInterceptor, check_bind
 from edgellm.common.errors import FailedPrecondition
+from edgellm.common.tls import ServerTls
+from edgellm.common.tokens import ensure_token, read_token_file
 
 MAX_FRAME_BYTES = (1 << 24) - 1  # the largest frame HTTP/2 allows (RFC 9113 §4.2)
 
 
-def new_server(host: str, auth_token: str | None, max_message_bytes: int | None = None) -> grpc.aio.Server:
-    """An aio server that refuses to run off loopback without a token, and checks it when set."""
-    require_token_off_loopback(host, auth_token)
+@dataclass(frozen=True)
+class ServerSecurity:
+    """What a server requires: a bearer token (None only with insecure_loopback) and maybe TLS."""
+
+    token: str | None
+    tls: ServerTls | None = None
+    insecure_loopback: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        host: str,
+        *,
+        token: str | None,
+        token_file: Path | None,
+        default_token_file: Path,
+        adopt: tuple[Path, ...] = (),
+        tls: ServerTls | None,
+        insecure_loopback: bool,
+    ) -> ServerSecurity:
+        """Explicit token, else the token file, else DEFAULT_TOKEN_FILE (made on first start, adopting
+        the first of ADOPT that exists); then check the bind."""
+        if insecure_loopback:
+            check_bind(host, None, tls is not None, insecure_loopback=True)
+            return cls(None, tls, insecure_loopback=True)
+        if not token:
+            token = (
+                read_token_file(token_file)
+                if token_file is not None
+                else ensure_token(default_token_file, adopt)
+            )
+        check_bind(host, token, tls is not None, insecure_loopback=False)
+        return cls(token, tls)
+
+
+def new_server(host: str, security: ServerSecurity, max_message_bytes: int | None = None) -> grpc.aio.Server:
+    """An aio server that checks the token on every RPC but health (unless insecure_loopback)."""
+    check_bind(host, security.token, security.tls is not None, security.insecure_loopback)
     # Why a large HTTP/2 frame size: the default 16 KiB frames cut each 1 MiB push chunk into 64
     # frames; allowing larger ones took bare gRPC streaming of 1 MiB messages over loopback from
     # 849 to 1,087 MB/s on the 2-core build machine (docs/benchmarks.md).
@@ -36,16 +77,64 @@ def new_server(host: str, auth_token: str | None, max_message_bytes: int | None 
             ("grpc.max_send_message_length", max_message_bytes),
         ]
     return grpc.aio.server(
-        interceptors=[TokenAuthInterceptor(auth_token)] if auth_token else [], options=options
+        interceptors=[TokenAuthInterceptor(security.token)] if security.token else [], options=options
     )
+
+
+class CappedHealthServicer(health.HealthServicer):  # type: ignore[misc]  # grpc_health is untyped
+    """grpc's health servicer with an asyncio Watch capped at MAX_WATCHERS streams.
+
+    Why: Watch is open without a token (supervisors probe it), and the stock Watch is a blocking
+    generator that holds one executor thread per stream on an aio server; a few idle watchers
+    from any local app would starve the daemon's own off-loop work. This Watch holds no thread,
+    and one stream over the cap answers RESOURCE_EXHAUSTED.
+    """
+
+    def __init__(self, max_watchers: int) -> None:
+        super().__init__(experimental_non_blocking=True)
+        self.max_watchers = max_watchers
+        self._wakeups: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+
+    def set(self, service: str, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
+        """Record the status and wake every watcher (callable from any thread)."""
+        super().set(service, status)
+        for loop, event in list(self._wakeups):
+            with contextlib.suppress(RuntimeError):  # that watcher's loop already closed (shutdown)
+                loop.call_soon_threadsafe(event.set)
+
+    async def Watch(  # an async generator on the aio server (the stock one blocks a thread)
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[health_pb2.HealthCheckResponse]:
+        """Stream the service's status now and on every change."""
+        if len(self._wakeups) >= self.max_watchers:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{self.max_watchers} health watchers are already open; use Health/Check to poll",
+            )
+        wakeup = (asyncio.get_running_loop(), asyncio.Event())
+        self._wakeups.add(wakeup)
+        try:
+            last = None
+            while True:
+                wakeup[1].clear()
+                with self._lock:
+                    status = self._server_status.get(
+                        request.service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+                    )
+                if status != last:
+                    last = status
+                    yield health_pb2.HealthCheckResponse(status=status)
+                await wakeup[1].wait()
+        finally:
+            self._wakeups.discard(wakeup)
 
 
 class Health:
     """The health service for one gRPC service name (and the server as a whole, name "")."""
 
-    def __init__(self, server: grpc.aio.Server, service_name: str) -> None:
+    def __init__(self, server: grpc.aio.Server, service_name: str, max_watchers: int = 16) -> None:
         self.service_name = service_name
-        self.servicer = health.HealthServicer(experimental_non_blocking=True)
+        self.servicer = CappedHealthServicer(max_watchers)
         health_pb2_grpc.add_HealthServicer_to_server(self.servicer, server)
         reflection.enable_server_reflection(
             (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
@@ -93,12 +182,16 @@ def _check_free(host: str, port: int) -> None:
                     raise _cannot_listen(host, port, exc.errno) from exc
 
 
-async def bind_and_start(server: grpc.aio.Server, host: str, port: int) -> int:
-    """Listen on host:port (0 = any free port) and start; return the bound port."""
+async def bind_and_start(server: grpc.aio.Server, host: str, port: int, tls: ServerTls | None = None) -> int:
+    """Listen on host:port (0 = any free port), with TLS when given, and start; return the bound port."""
     if port:
         _check_free(host, port)
+    address = f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if tls is not None:
+            bound = server.add_secure_port(address, tls.credentials())
+        else:
+            bound = server.add_insecure_port(address)
     except RuntimeError as exc:  # grpcio raises "Failed to bind to address" (no errno)
         raise _cannot_listen(host, port) from exc
     if bound == 0:

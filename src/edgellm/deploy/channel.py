@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import shlex
 import subprocess
 from collections.abc import Callable, Sequence
@@ -79,7 +81,7 @@ class RunAsChannel:
         staged = f"{STAGING}/{dst.rsplit('/', 1)[-1]}"
         self.phone.push(src, staged, mode=0o644)
         dst_dir = dst.rsplit("/", 1)[0]
-        r = self.run(f"mkdir -p {shlex.quote(dst_dir)} && cp {staged} {shlex.quote(dst)}")
+        r = self.run(f"mkdir -p {shlex.quote(dst_dir)} && cp {shlex.quote(staged)} {shlex.quote(dst)}")
         if not r.ok:
             raise DeployError(f"could not copy {src.name} into Termux: {r.stdout}{r.stderr}")
 
@@ -152,13 +154,31 @@ class SshChannel:
             raise DeployError(f"scp of {src.name} failed: {p.stderr.strip()}")
 
 
+# Why the fingerprint check: the public key waits on shared storage, where any app with storage
+# access could swap in its own key before the user appends it (finding S18). The user compares the
+# fingerprint Termux prints with this one before trusting the file. sshd listens on loopback only:
+# the host reaches it through `adb forward`, and no one on the Wi-Fi can.
 SSH_SETUP_HELP = """\
 This Termux build is not debuggable, so the host drives it through Termux's own sshd.
-One-time setup: open Termux on the phone and type this line, then come back and press Enter:
+One-time setup: open Termux on the phone and type these lines:
 
-    termux-setup-storage; pkg install -y openssh && mkdir -p ~/.ssh && \\
-    cat {pubkey} >> ~/.ssh/authorized_keys && sshd
+    termux-setup-storage; pkg install -y openssh && ssh-keygen -lf {pubkey}
+
+It must print this fingerprint (if it differs, another app replaced the key: stop here):
+
+    {fingerprint}
+
+Then append the key and start sshd on loopback only, and come back and press Enter:
+
+    mkdir -p ~/.ssh && cat {pubkey} >> ~/.ssh/authorized_keys && \\
+    echo 'ListenAddress 127.0.0.1' >> $PREFIX/etc/ssh/sshd_config && sshd
 """
+
+
+def key_fingerprint(public_key_line: str) -> str:
+    """'SHA256:…' of an OpenSSH public key line, as `ssh-keygen -lf` prints it."""
+    blob = base64.b64decode(public_key_line.split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
 def ensure_ssh_keys(keys: SshKeys, runner: Runner = run_host) -> None:
@@ -187,7 +207,8 @@ def open_ssh_channel(
         return channel
     ensure_ssh_keys(keys, runner)
     phone.push(keys.public, PUBKEY_ON_PHONE, mode=0o644)
-    if not confirm(SSH_SETUP_HELP.format(pubkey=PUBKEY_ON_PHONE)):
+    fingerprint = key_fingerprint(keys.public.read_text())
+    if not confirm(SSH_SETUP_HELP.format(pubkey=PUBKEY_ON_PHONE, fingerprint=fingerprint)):
         raise DeployError("ssh setup declined; see docs/deploy.md, 'Non-debuggable Termux'")
     if not channel.run("true").ok:
         raise DeployError(

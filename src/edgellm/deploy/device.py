@@ -11,6 +11,7 @@ from pathlib import Path
 
 from edgellm.common.logs import get_logger
 from edgellm.common.paths import source_root
+from edgellm.common.tokens import host_token_path
 from edgellm.deploy.adb import AdbServer, DeployError, Phone, connect
 from edgellm.deploy.channel import (
     HOME,
@@ -29,9 +30,11 @@ from edgellm.deploy.flow import (
     REMOTE_DIR,
     SERVICE,
     SERVICE_START,
+    TOKEN_PATH,
     DeployState,
     DeviceFiles,
     StepReport,
+    fetch_token,
     files_step,
     forward_step,
     install_step,
@@ -49,36 +52,36 @@ log = get_logger(__name__)
 DAEMON_PORT = 50051
 WHEEL_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can hold
 
-# Pushes an artifact directory to the daemon at target and loads it; returns the model id to load
-# at the next start. The default is the resumable push client (src/edgellm/client/push.py).
-ArtifactInstaller = Callable[[str, Path], str]
+# Pushes an artifact directory to the daemon at target (with the daemon's token) and loads it;
+# returns the model id to load at the next start. The default is the resumable push client.
+ArtifactInstaller = Callable[[str, Path, str], str]
 
 
-def push_artifact(target: str, artifact: Path) -> str:
+def push_artifact(target: str, artifact: Path, token: str) -> str:
     """Resumable push (edgellm.client.push.Pusher) through the forwarded port; returns the artifact id."""
     # Imported lazily: the push client is its own module, only needed when there is an artifact.
-    from edgellm.client.channel import open_channel
+    from edgellm.client.channel import ChannelSecurity, open_channel
     from edgellm.client.push import Pusher
 
-    with open_channel(target) as ch:  # sends the client token, like every client command
+    with open_channel(target, ChannelSecurity(token, "deploy")) as ch:
         report = Pusher(ch, artifact).run()
     log.info("artifact_pushed", id=report.artifact_id, sent=report.bytes_sent, skipped=report.bytes_skipped)
     return report.artifact_id
 
 
-def load_model(target: str, model: str) -> None:
+def load_model(target: str, model: str, token: str) -> None:
     """LoadModel on the daemon (replaces any loaded model)."""
-    from edgellm.client.channel import open_channel
+    from edgellm.client.channel import ChannelSecurity, open_channel
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
-    with open_channel(target) as ch:
+    with open_channel(target, ChannelSecurity(token, "deploy")) as ch:
         device_pb2_grpc.DeviceDaemonStub(ch).LoadModel(device_pb2.LoadModelRequest(model=model), timeout=600)
 
 
-def default_artifact_installer(target: str, artifact: Path) -> str:
+def default_artifact_installer(target: str, artifact: Path, token: str) -> str:
     """Push the artifact (resuming), then load it; returns the id the service loads at start."""
-    artifact_id = push_artifact(target, artifact)
-    load_model(target, artifact_id)
+    artifact_id = push_artifact(target, artifact, token)
+    load_model(target, artifact_id, token)
     return artifact_id
 
 
@@ -98,6 +101,7 @@ class DeployConfig:
     ssh_keys: SshKeys = field(
         default_factory=lambda: SshKeys(Path.home() / ".config" / "edgellm" / "ssh" / "id_ed25519")
     )
+    token_file: Path = field(default_factory=host_token_path)  # where the phone's token is kept (0600)
 
 
 @dataclass
@@ -183,11 +187,14 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
         if config.artifact is not None:
             io.out(f"[-] artifact: would push {config.artifact} with the resumable push and load it")
         io.out(f"[-] health: would wait for {target}")
+        io.out(f"[-] token: would copy {TOKEN_PATH} from the phone to {config.token_file} (0600)")
         return reports
     status = wait_health(target, config.health_timeout_s)
     io.out(f"daemon reachable at {target}: {status}")
+    token = fetch_token(channel, config.token_file)
+    io.out(f"daemon token: copied from the phone into {config.token_file} (0600)")
     if config.artifact is not None:
-        model = io.installer(target, config.artifact)
+        model = io.installer(target, config.artifact, token)
         if read_remote(channel, MODEL_PATH) != model:
             channel.run(f"printf '%s\\n' {shlex.quote(model)} > {MODEL_PATH}")
         status = wait_health(target, config.health_timeout_s, want_serving=True)

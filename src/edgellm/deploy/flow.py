@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgellm.common.logs import get_logger
+from edgellm.common.tokens import write_secret
 from edgellm.deploy.adb import DeployError, Phone
 from edgellm.deploy.channel import HOME, PREFIX, Channel
 from edgellm.deploy.probe import KeepAlive, PhoneFacts, keepalive_fix_commands, keepalive_status
@@ -20,6 +21,7 @@ TERMUX_DIR = Path(__file__).resolve().parent / "termux"
 REMOTE_DIR = f"{HOME}/.edgellm/deploy"
 STAMP_PATH = f"{REMOTE_DIR}/installed.stamp"
 MODEL_PATH = f"{REMOTE_DIR}/model"
+TOKEN_PATH = f"{HOME}/.edgellm/token"  # the daemon's token, made by install.sh (or its first start)
 SERVICE = "edgellm"
 DAEMON_LOG = f"{PREFIX}/var/log/sv/{SERVICE}/current"
 INSTALL_TIMEOUT_S = 3 * 3600.0  # the first MNN build takes 30-90 minutes on a phone
@@ -204,7 +206,8 @@ def install_step(channel: Channel, files: DeviceFiles, state: DeployState) -> St
     """Run the Termux installer unless it already succeeded for exactly these files."""
     stamp = files.stamp()
     script = (
-        f"bash {REMOTE_DIR}/install.sh --wheel {REMOTE_DIR}/{files.wheel_name} --stamp {stamp}"
+        f"bash {REMOTE_DIR}/install.sh --wheel {shlex.quote(f'{REMOTE_DIR}/{files.wheel_name}')}"
+        f" --stamp {stamp}"
         f" 2>&1 | tee {HOME}/.edgellm/logs/install.log; exit ${{PIPESTATUS[0]}}"
     )
     script = f"mkdir -p {HOME}/.edgellm/logs && " + script
@@ -267,6 +270,19 @@ def forward_step(phone: Phone, local_port: int, remote_port: int) -> Step:
         lambda: phone.forwards().get(local_port) == remote,
         lambda: phone.forward(local_port, remote),
     )
+
+
+def fetch_token(channel: Channel, host_file: Path) -> str:
+    """Copy the phone daemon's token over the control channel into HOST_FILE (0600); return it."""
+    token = read_remote(channel, TOKEN_PATH)
+    if not token:
+        raise DeployError(
+            f"the daemon has no token at {TOKEN_PATH} yet; it makes one when it starts: see "
+            "`edgellm deploy logs`, then re-run `edgellm deploy device`"
+        )
+    write_secret(host_file, token)  # atomic, 0600; a rotated token on the phone replaces the old one
+    log.info("token_saved", path=str(host_file))
+    return token
 
 
 def wait_health(target: str, timeout: float, want_serving: bool = False) -> str:

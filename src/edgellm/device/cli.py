@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 
 from edgellm.common.argtypes import float_in, int_in, non_negative_int, port_number, positive_int
-from edgellm.common.auth import require_token_off_loopback, token_from_env
 from edgellm.common.errors import InvalidArgument, NotFound
 from edgellm.common.paths import resolve_artifact
+from edgellm.common.security_args import add_server_security
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
 from edgellm.device.config import DaemonConfig
 from edgellm.device.engine.config import KvQuant
@@ -20,7 +20,7 @@ from edgellm.device.kv_window import KvMethod
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `daemon` subcommand."""
     p = sub.add_parser("daemon", help="run the device daemon (gRPC) in the foreground")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (off loopback a token is required)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (off loopback: token and TLS)")
     p.add_argument("--port", type=port_number, default=DEFAULT_DAEMON_PORT, help="port; 0 = any free port")
     p.add_argument(
         "--model",
@@ -29,9 +29,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "default: the model loaded before the last shutdown, if any",
     )
     p.add_argument(
-        "--data-dir", type=Path, default=Path.home() / ".edgellm", help="artifact store and daemon state"
+        "--data-dir", type=Path, default=None, help="artifact store, token, daemon state (default ~/.edgellm)"
     )
-    p.add_argument("--threads", type=positive_int, default=2, help="inference threads")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="inference threads; default: autotune at load (each candidate count timed, fastest kept)",
+    )
+    p.add_argument(
+        "--draft-max",
+        type=int,
+        choices=(0, 1, 2, 4, 8),
+        default=8,
+        help="longest speculative draft (prompt lookup, verified in one forward); 0 turns it off",
+    )
     p.add_argument("--queue-size", type=positive_int, default=8, help="requests that may wait")
     p.add_argument(
         "--max-new-tokens-cap",
@@ -81,12 +93,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="warm-up prefill length (capped by the first KV budget): MNN sizes its buffers to the "
         "largest shapes it has run, so RSS reaches its plateau at load",
     )
+    add_server_security(p, "<data dir>/token")
+    p.add_argument("--max-pushes", type=int, default=2, help="concurrent pushes (default 2)")
     p.add_argument(
-        "--auth-token",
-        default=None,
-        help="bearer token clients must send (default: $EDGELLM_TOKEN); required off loopback; "
-        "visible in `ps`, prefer the variable",
+        "--push-idle-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a push may send nothing before it is stopped and its disk reservation freed",
     )
+    p.add_argument("--max-telemetry-streams", type=int, default=8, help="concurrent telemetry streams")
     p.add_argument(
         "--virtual-phone",
         default=None,
@@ -122,14 +137,17 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         raise InvalidArgument(
             f"--kv-tiers takes token counts such as 512 or 512,1024, got {ns.kv_tiers!r}"
         ) from None
-    auth_token = ns.auth_token or token_from_env()
-    require_token_off_loopback(ns.host, auth_token)  # refuse before loading anything
+    if ns.max_pushes < 1 or ns.max_telemetry_streams < 1 or ns.push_idle_timeout <= 0:
+        raise SystemExit("--max-pushes and --max-telemetry-streams must be >= 1, --push-idle-timeout > 0")
+    extra = {"data_dir": ns.data_dir} if ns.data_dir is not None else {}
     return DaemonConfig(
         host=ns.host,
         port=ns.port,
         model=model,
-        data_dir=ns.data_dir,
-        threads=ns.threads,
+        **extra,
+        threads=ns.threads or 2,
+        autotune=ns.threads is None,
+        draft_max=ns.draft_max,
         queue_size=ns.queue_size,
         max_new_tokens_cap=ns.max_new_tokens_cap,
         kv_window=ns.kv_window,
@@ -140,7 +158,15 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         kv_tiers=tiers,
         warmup=not ns.no_warmup,
         warmup_tokens=ns.warmup_tokens,
-        auth_token=auth_token,
+        max_pushes=ns.max_pushes,
+        push_idle_timeout_s=ns.push_idle_timeout,
+        max_telemetry_streams=ns.max_telemetry_streams,
+        auth_token=ns.auth_token,
+        auth_token_file=ns.auth_token_file,
+        insecure_loopback=ns.insecure_loopback,
+        tls_cert=ns.tls_cert,
+        tls_key=ns.tls_key,
+        tls_self_signed=ns.tls_self_signed,
         virtual_phone=ns.virtual_phone,
         virtual_phone_time_scale=ns.time_scale,
         governor_policy=GovernorPolicy(ns.governor),

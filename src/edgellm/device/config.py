@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
+from edgellm.common.tokens import default_data_dir
 from edgellm.device.engine.config import KvQuant
 from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.kv_window import KvMethod
@@ -18,7 +19,7 @@ class DaemonConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_DAEMON_PORT
     model: Path | None = None  # artifact directory loaded at start
-    data_dir: Path = Path.home() / ".edgellm"
+    data_dir: Path = field(default_factory=default_data_dir)
     store_quota_bytes: int = 0  # artifact store quota; 0 = none
     disk_reserve_bytes: int = 64 << 20  # free disk a push must leave untouched
     memory_margin_bytes: int = 256 << 20  # LoadModel keeps this much MemAvailable spare
@@ -26,6 +27,7 @@ class DaemonConfig:
     proc_root: Path = Path("/")  # where /proc/meminfo is read (tests point it at a fake tree)
     keep_alive_s: float = 0.0  # unload after this many idle seconds; 0 = never
     threads: int = 2
+    autotune: bool = False  # measure thread counts at load and take the fastest (else `threads` is pinned)
     queue_size: int = 8
     max_new_tokens_cap: int = 2048
     kv_window: int = 0  # sliding KV window in tokens; 0 = no sliding (stop at the context length)
@@ -37,6 +39,7 @@ class DaemonConfig:
     # the artifact's; fp, int8_k, int8_kv (or int8, the same as int8_kv) override it, logged.
     kv_quant: KvQuant | None = None
     warmup: bool = True
+    draft_max: int = 8  # longest speculative draft (0 = no speculative decoding); 1, 2, 4 or 8
     warmup_tokens: int = 256  # warm-up prefill length (capped by the first KV budget); sizes MNN's buffers
     grace_seconds: float = 2.0
     sysfs_root: Path = Path("/")  # where thermal zones and cpufreq are read (tests: a fixture tree)
@@ -45,4 +48,13 @@ class DaemonConfig:
     governor_policy: GovernorPolicy = GovernorPolicy.THERMAL
     setpoint_c: float | None = None  # None: below the phone's first skin trip point
     governor_period_s: float = 1.0
-    auth_token: str | None = None  # required when host is not loopback
+    auth_token: str | None = None  # the bearer token; None: read auth_token_file, else <data_dir>/token
+    auth_token_file: Path | None = None
+    insecure_loopback: bool = False  # no token (tests, benchmarks); refused off loopback
+    tls_cert: Path | None = None  # PEM certificate chain; with tls_key, the server speaks TLS
+    tls_key: Path | None = None
+    tls_self_signed: bool = False  # use (and on first start make) <data_dir>/tls/{cert,key}.pem
+    max_pushes: int = 2  # concurrent PushArtifact streams; more answer RESOURCE_EXHAUSTED
+    push_idle_timeout_s: float = 60.0  # a push silent this long is stopped and its reservation freed
+    max_telemetry_streams: int = 8  # concurrent StreamTelemetry subscribers
+    max_health_watchers: int = 16  # concurrent Health/Watch streams (open without a token)

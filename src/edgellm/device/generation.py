@@ -6,23 +6,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.device.constrain import Constraint, TokenGuide
-from edgellm.device.engine.base import Engine, Logits
-from edgellm.device.kv_cache import ContextFull, FeedStats, KvCache
+from edgellm.device.decoding import FinishReason, LoopResult, Speculation, TokenLoop
+from edgellm.device.drafting import DraftPolicy, NgramDrafter
+from edgellm.device.engine.base import Engine
+from edgellm.device.kv_cache import FeedStats, KvCache
 from edgellm.device.sampler import Sampler, SamplingConfig
 from edgellm.device.text import StopMatcher, Utf8Stream
-
-
-class FinishReason(StrEnum):
-    """Why a generation ended."""
-
-    STOP = "stop"  # an end-of-turn token or a stop string
-    LENGTH = "length"  # max_new_tokens reached
-    CANCELLED = "cancelled"  # Cancel, a client cancel or a deadline
-    CONTEXT = "context"  # no room left in the context (no sliding window)
 
 
 @dataclass(frozen=True)
@@ -40,6 +32,7 @@ class GenerationJob:
     kv_window: int = 0  # per-request sliding window; 0 = the daemon's
     n_keep: int = 0  # per-request protected prefix; 0 = the daemon's
     constraint: Constraint | None = None  # the output must match it (docs/constrained.md)
+    speculation: Speculation = Speculation.OFF  # opt-in: see docs/speculation.md on greedy identity
 
 
 @dataclass(frozen=True)
@@ -64,6 +57,8 @@ class Stats:
     queue_ms: float
     total_ms: float
     constraint_ms: float = 0.0  # token masks: computed and applied
+    draft_tokens: int = 0  # speculative tokens verified
+    accepted_draft_tokens: int = 0  # of which the sampler accepted
 
 
 @dataclass(frozen=True)
@@ -134,16 +129,6 @@ class _TextOut:
             self._emit(Delta(tail, tuple(self._pending)))
 
 
-@dataclass
-class _Clock:
-    """When each phase of a request happened (perf_counter seconds)."""
-
-    received: float
-    started: float = field(default_factory=time.perf_counter)
-    prefill: float = 0.0
-    first_token: float = 0.0
-
-
 def run_generation(
     cache: KvCache,
     job: GenerationJob,
@@ -157,7 +142,7 @@ def run_generation(
     With a guide (the job's constraint, compiled), every step samples only what the grammar
     allows, and the generation stops as soon as the grammar is complete.
     """
-    clock = _Clock(job.received_at)
+    received, started = job.received_at, time.perf_counter()
     engine = cache.engine
     ids = render_prompt(engine, job, cache.policy.sliding)
     job.sampling.validate(engine.vocab_size)  # needs the vocabulary, so here rather than in the RPC
@@ -170,86 +155,55 @@ def run_generation(
         max_new = min(max_new, engine.context_length - len(ids))
 
     feed = FeedStats()
-    clock.prefill = time.perf_counter()
+    prefill_at = time.perf_counter()
     logits = cache.feed(cache.begin(job.session_id, ids, feed), feed)
-    loop = _Loop(cache, sampler, out, cancelled, between_tokens, feed, clock, guide)
-    generated, reason = loop.decode(logits, max_new)
-    out.close(reason)
-    if reason == FinishReason.LENGTH and generated < job.max_new_tokens:
+    policy, drafter = None, None
+    # A constrained request never drafts: a prompt-lookup draft is verified against the model's
+    # logits only, not the grammar, so an accepted draft token could leave the constraint. Masking
+    # every verified row would fix that, but costs a mask per draft token for little gain on
+    # short structured replies (docs/constrained.md).
+    if job.speculation == Speculation.AUTO and engine.draft_max > 0 and guide is None:
+        # Drafts come from the whole conversation the prompt carries (earlier turns included).
+        policy, drafter = DraftPolicy(cache.costs, engine.draft_max), NgramDrafter(ids)
+    result = TokenLoop(cache, sampler, out.push, max_new, feed, policy, drafter, guide).run(
+        logits, cancelled, between_tokens
+    )
+    out.close(result.reason)
+    reason = result.reason
+    if reason == FinishReason.LENGTH and result.generated < job.max_new_tokens:
         reason = FinishReason.CONTEXT
-    stats = _stats(clock, len(ids), generated, feed, guide.mask_ms if guide else 0.0)
+    timing = (received, started, prefill_at)
+    stats = _stats(timing, len(ids), result, feed, guide.mask_ms if guide else 0.0)
     finished = Finished(reason, stats, out.stop_sequence)
     emit(finished)
     return finished
 
 
-@dataclass
-class _Loop:
-    """What the token loop works with (one request)."""
-
-    cache: KvCache
-    sampler: Sampler
-    out: _TextOut
-    cancelled: threading.Event
-    between_tokens: Callable[[], None] | None
-    feed: FeedStats
-    clock: _Clock
-    guide: TokenGuide | None
-
-    def decode(self, logits: Logits, max_new: int) -> tuple[int, FinishReason]:
-        """The token loop: (tokens generated, why it ended)."""
-        stop_ids = self.cache.engine.stop_ids
-        generated = 0
-        while generated < max_new:
-            if self.cancelled.is_set():
-                return generated, FinishReason.CANCELLED
-            token = self._pick(logits)
-            if generated == 0:
-                self.clock.first_token = time.perf_counter()
-            if token in stop_ids:
-                return generated, FinishReason.STOP
-            generated += 1
-            self.sampler.observe(token)
-            if self.guide is not None:
-                self.guide.advance(token)
-            if self.out.push(token) or (self.guide is not None and self.guide.complete):
-                return generated, FinishReason.STOP
-            if generated >= max_new:
-                break
-            if self.between_tokens is not None:
-                self.between_tokens()
-            try:
-                logits = self.cache.step(token, self.feed)
-            except ContextFull:
-                return generated, FinishReason.CONTEXT
-        return generated, FinishReason.LENGTH
-
-    def _pick(self, logits: Logits) -> int:
-        """Sample the next token, within the constraint when there is one."""
-        if self.guide is None:
-            return self.sampler.sample(logits)
-        token = self.sampler.sample(self.guide.mask(logits))
-        if not self.guide.allows(token):
-            # Only possible when logit_bias (-inf) removes every token the grammar allows.
-            raise InvalidArgument("logit_bias forbids every token the constraint allows at this point")
-        return token
-
-
-def _stats(clock: _Clock, prompt_tokens: int, generated: int, feed: FeedStats, mask_ms: float) -> Stats:
+def _stats(
+    timing: tuple[float, float, float],
+    prompt_tokens: int,
+    result: LoopResult,
+    feed: FeedStats,
+    mask_ms: float,
+) -> Stats:
+    received, started, prefill_at = timing
     done = time.perf_counter()
-    first = clock.first_token or done
+    first = result.first_token_at or done
+    generated = result.generated
     prefill_done = feed.prefilled + feed.recomputed
-    prefill_s = max(first - clock.prefill, 1e-9)
+    prefill_s = max(first - prefill_at, 1e-9)
     decode_s = done - first
     return Stats(
         prompt_tokens=prompt_tokens,
         completion_tokens=generated,
-        ttft_ms=(first - clock.received) * 1000,
+        ttft_ms=(first - received) * 1000,
         prefill_tokens_per_second=prefill_done / prefill_s if prefill_done else 0.0,
         decode_tokens_per_second=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
         prefilled_tokens=feed.prefilled,
         evicted_tokens=feed.evicted,
-        queue_ms=(clock.started - clock.received) * 1000,
-        total_ms=(done - clock.received) * 1000,
+        queue_ms=(started - received) * 1000,
+        total_ms=(done - received) * 1000,
         constraint_ms=mask_ms,
+        draft_tokens=result.draft_tokens,
+        accepted_draft_tokens=result.accepted_draft_tokens,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgellm.common.logs import get_logger
+from edgellm.device.drafting import ForwardCosts
 from edgellm.device.engine.base import Engine, Logits, last_row
 from edgellm.device.kv_window import KvMethod, WindowPolicy, eviction_range, system_prompt_length
 
@@ -46,6 +47,7 @@ class KvCache:
     # phone can hold `extra_tokens` more KV; otherwise it slides within the current tier.
     can_grow: Callable[[int], bool] = lambda extra_tokens: True
     tier: int = 0
+    costs: ForwardCosts = field(default_factory=ForwardCosts)  # measured forward times, for drafting
 
     # -- request start ------------------------------------------------------------------------------
     def begin(self, session_id: str, ids: Sequence[int], stats: FeedStats) -> list[int]:
@@ -112,6 +114,22 @@ class KvCache:
         logits = self.engine.decode(token)
         self.logical.append(token)
         return logits
+
+    def room_for_draft(self) -> int:
+        """Tokens a verify() can append now without sliding the window (it never slides mid-draft)."""
+        return self._room()
+
+    def verify(self, ids: Sequence[int]) -> Logits:
+        """Feed a fed token plus its draft in one forward; every position's logits (see room_for_draft)."""
+        rows = self.engine.verify(ids)
+        self.logical.extend(ids)
+        return rows
+
+    def rewind(self, count: int) -> None:
+        """Forget the last `count` fed tokens (rejected drafts); kept tokens keep their positions."""
+        if count:
+            self.engine.rewind(count)
+            del self.logical[len(self.logical) - count :]
 
     @property
     def budget(self) -> int:

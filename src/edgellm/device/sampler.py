@@ -75,10 +75,37 @@ class Sampler:
 
     def sample(self, logits: FloatArray) -> int:
         """Pick the next token id from a [vocab] logits vector."""
-        cfg = self.config
         x = self._adjust(np.asarray(logits, dtype=np.float32).reshape(-1))
-        if cfg.greedy:
+        if self.config.greedy:
             return int(np.argmax(x))
+        idx, p = self._distribution(x)
+        return int(idx[self._rng.choice(p.size, p=p)])
+
+    def verify(self, logits: FloatArray, draft: int) -> int:
+        """The token to emit where `draft` was proposed: `draft` itself when accepted, else a replacement.
+
+        Greedy: accepted iff it is the argmax. Sampled: the speculative-sampling rule for a draft
+        that puts all its probability on one token (prompt lookup): accept with probability
+        p(draft), otherwise sample from p with the draft removed, renormalised. The emitted
+        token is then distributed exactly as `sample(logits)` (Leviathan et al. 2023, Theorem 1).
+        """
+        x = self._adjust(np.asarray(logits, dtype=np.float32).reshape(-1))
+        if self.config.greedy:
+            return int(np.argmax(x))
+        idx, p = self._distribution(x)
+        hit = np.flatnonzero(idx == draft)
+        p_draft = float(p[hit[0]]) if hit.size else 0.0
+        if p_draft > 0.0 and self._rng.random() < p_draft:
+            return draft
+        if hit.size:
+            p = p.copy()
+            p[hit[0]] = 0.0
+            p /= p.sum()
+        return int(idx[self._rng.choice(p.size, p=p)])
+
+    def _distribution(self, x: FloatArray) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Candidate ids and their probabilities after temperature, top-k, top-p and min-p."""
+        cfg = self.config
         x = x / cfg.temperature
         # Candidate set: top-k first (argpartition is O(V)), then sort just the candidates.
         k = cfg.top_k if 0 < cfg.top_k < x.size else x.size
@@ -92,8 +119,7 @@ class Sampler:
             keep = min(keep, int(np.searchsorted(np.cumsum(p), cfg.top_p) + 1))
         if cfg.min_p > 0.0:
             keep = min(keep, max(1, int(np.count_nonzero(p >= cfg.min_p * p[0]))))
-        p = p[:keep] / p[:keep].sum()
-        return int(idx[self._rng.choice(keep, p=p)])
+        return idx[:keep], p[:keep] / p[:keep].sum()
 
     def _adjust(self, x: FloatArray) -> FloatArray:
         cfg = self.config

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from edgellm.common.errors import ResourceExhausted, Unavailable
+from edgellm.common.errors import AlreadyExists, ResourceExhausted, Unavailable
 
 T = TypeVar("T")
 
@@ -95,6 +95,12 @@ class EngineWorker:
         with self._cv:
             if self._stopping:
                 raise Unavailable("the daemon is shutting down")
+            if ticket.request_id in self._tickets:
+                # Why refuse: a second live ticket under one id would make Cancel reach the wrong
+                # one, and the first to finish would drop the other's entry (finding S14).
+                raise AlreadyExists(
+                    f"request_id {ticket.request_id!r} is already running or queued; use a fresh id"
+                )
             if len(self._jobs) >= self.capacity:
                 raise ResourceExhausted(
                     f"request queue is full ({self.capacity} waiting); retry later or raise --queue-size"
@@ -163,7 +169,8 @@ class EngineWorker:
                 ticket.emit(_Closed())
                 with self._cv:
                     self.active = None
-                    self._tickets.pop(ticket.request_id, None)
+                    if self._tickets.get(ticket.request_id) is ticket:
+                        del self._tickets[ticket.request_id]
         # Drain whatever control tasks raced the stop.
         while self._control:
             _, fut, _ = self._control.popleft()

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from edgellm.client.sampling import RECOMMENDED
 from edgellm.gateway.errors import ApiError, invalid, unsupported
 from edgellm.v1 import common_pb2, device_pb2
 
@@ -126,12 +127,19 @@ def _number(body: dict[str, Any], key: str, lo: float, hi: float) -> float | Non
     return float(value)
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def _sampling(body: dict[str, Any]) -> device_pb2.SamplingParams:
-    temperature = _number(body, "temperature", 0.0, 2.0)
-    p = device_pb2.SamplingParams(temperature=1.0 if temperature is None else temperature)
-    p.top_p = _number(body, "top_p", 0.0, 1.0) or 1.0
-    p.presence_penalty = _number(body, "presence_penalty", -2.0, 2.0) or 0.0
-    p.frequency_penalty = _number(body, "frequency_penalty", -2.0, 2.0) or 0.0
+    # Why not OpenAI's defaults (temperature 1, top_p 1, no penalty): the bundled small model
+    # answers nonsense at temperature 1 ("capital of France" -> French word salad). An omitted
+    # field takes the client's measured defaults instead, as Ollama takes the model's own.
+    d = RECOMMENDED
+    p = device_pb2.SamplingParams(temperature=_or(_number(body, "temperature", 0.0, 2.0), d.temperature))
+    p.top_p = _or(_number(body, "top_p", 0.0, 1.0), d.top_p) or 1.0
+    p.presence_penalty = _or(_number(body, "presence_penalty", -2.0, 2.0), d.presence_penalty)
+    p.frequency_penalty = _or(_number(body, "frequency_penalty", -2.0, 2.0), d.frequency_penalty)
     p.min_p = _number(body, "min_p", 0.0, 1.0) or 0.0
     p.repetition_penalty = _number(body, "repetition_penalty", 0.0, 10.0) or 1.0
     top_k = _opt(body, "top_k", int)

@@ -6,8 +6,10 @@ Its client is `edgellm jobs ...` (edgellm.client.commands.jobs).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from edgellm.common.argtypes import port_number
+from edgellm.common.security_args import add_server_security
 from edgellm.common.targets import DEFAULT_HOST_PORT
 
 
@@ -16,13 +18,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "host", help="run the host service (gRPC jobs; submit and follow them with `edgellm jobs`)"
     )
-    p.add_argument("--host", default="127.0.0.1", help="bind address (off loopback a token is required)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (off loopback: token and TLS)")
     p.add_argument("--port", type=port_number, default=DEFAULT_HOST_PORT, help="port; 0 = any free port")
+    add_server_security(p, "~/.config/edgellm/token")
     p.add_argument(
-        "--auth-token",
+        "--deploy-target",
+        action="append",
+        default=[],
+        help="a daemon address Deploy may push to (repeatable; default $EDGELLM_TARGET, then "
+        "127.0.0.1:50051); callers can only pick among these",
+    )
+    p.add_argument(
+        "--artifacts-dir",
+        type=Path,
         default=None,
-        help="bearer token clients must send (default: $EDGELLM_TOKEN); required off loopback; "
-        "visible in `ps`, prefer the variable",
+        help="where Quantize may write artifacts (default <cache>/artifacts)",
     )
     p.set_defaults(handler=run)
 
@@ -31,10 +41,26 @@ def run(ns: argparse.Namespace) -> int:
     """Serve until interrupted."""
     import asyncio
 
-    from edgellm.common.auth import require_token_off_loopback, token_from_env
+    from edgellm.common.tls import ServerTls, ensure_self_signed
+    from edgellm.common.tokens import config_dir
     from edgellm.host.server import HostConfig, serve
 
-    token = ns.auth_token or token_from_env()
-    require_token_off_loopback(ns.host, token)
-    asyncio.run(serve(HostConfig(host=ns.host, port=ns.port, auth_token=token)))
+    tls = None
+    if ns.tls_cert or ns.tls_key:
+        if not (ns.tls_cert and ns.tls_key):
+            raise SystemExit("--tls-cert and --tls-key go together")
+        tls = ServerTls(ns.tls_cert, ns.tls_key)
+    elif ns.tls_self_signed:
+        tls = ensure_self_signed(config_dir() / "host-tls")
+    config = HostConfig(
+        host=ns.host,
+        port=ns.port,
+        auth_token=ns.auth_token,
+        auth_token_file=ns.auth_token_file,
+        insecure_loopback=ns.insecure_loopback,
+        tls=tls,
+        deploy_targets=tuple(ns.deploy_target),
+        artifacts_root=ns.artifacts_dir,
+    )
+    asyncio.run(serve(config))
     return 0

@@ -17,6 +17,7 @@ from edgellm.common.errors import InvalidArgument, NotFound
 from edgellm.common.grpc_util import server_stream
 from edgellm.common.paths import resolve_artifact
 from edgellm.host.jobs import Job, JobManager, JobUpdate, Progress
+from edgellm.host.outputs import confine_output
 from edgellm.host.quantize.plan import PlanError
 from edgellm.host.quantize.run import QuantizeJob, make_job, run_job
 from edgellm.v1 import common_pb2, host_pb2
@@ -120,6 +121,7 @@ class JobRpcs:
     """Mixin for the HostService servicer: the long-running job RPCs."""
 
     jobs: JobManager
+    artifacts_root: Path
 
     async def _stream(self, job: Job) -> AsyncIterator[host_pb2.JobEvent]:
         async for update in job.watch():
@@ -129,9 +131,12 @@ class JobRpcs:
     async def Quantize(
         self, request: host_pb2.QuantizeRequest, context: Ctx
     ) -> AsyncIterator[host_pb2.JobEvent]:
-        """Quantize a model into an artifact, streaming progress."""
+        """Quantize a model into an artifact under the artifacts root, streaming progress."""
         check_quantize(request)
-        async for event in self._stream(self.jobs.submit("quantize", lambda p: run_quantize(request, p))):
+        confined = host_pb2.QuantizeRequest()
+        confined.CopyFrom(request)
+        confined.output_dir = str(confine_output(request.output_dir, self.artifacts_root))
+        async for event in self._stream(self.jobs.submit("quantize", lambda p: run_quantize(confined, p))):
             yield event
 
     @server_stream

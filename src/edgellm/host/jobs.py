@@ -158,4 +158,8 @@ def _describe(exc: BaseException) -> str:
     from edgellm.common.errors import status_for
 
     code, message = status_for(exc)
+    if code.name == "INTERNAL":
+        # A job's owner holds the host's token and runs the job on their own machine: the full
+        # text helps them act, unlike a daemon's INTERNAL answer (which only names a request id).
+        message = f"{type(exc).__name__}: {exc}"
     return f"{code.name}: {message}"

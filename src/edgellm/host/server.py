@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
 from edgellm.common.allocator import tune_for_streaming
 from edgellm.common.logs import get_logger
-from edgellm.common.server import Health, bind_and_start, new_server, until_signalled
+from edgellm.common.server import Health, ServerSecurity, bind_and_start, new_server, until_signalled
+from edgellm.common.targets import resolve_target
+from edgellm.common.tls import ServerTls
+from edgellm.common.tokens import daemon_token_path, host_token_path
 from edgellm.host.service import HostService
 from edgellm.v1 import host_pb2, host_pb2_grpc
 
@@ -23,8 +27,25 @@ class HostConfig:
 
     host: str = "127.0.0.1"
     port: int = 50052
-    auth_token: str | None = None
+    auth_token: str | None = None  # None: auth_token_file, else ~/.config/edgellm/token (made on first start)
+    auth_token_file: Path | None = None
+    insecure_loopback: bool = False  # no token (tests); refused off loopback
+    tls: ServerTls | None = None
+    deploy_targets: tuple[str, ...] = ()  # daemons Deploy may push to; () = $EDGELLM_TARGET or the default
+    artifacts_root: Path | None = None  # where Quantize writes (default <cache>/artifacts)
     grace_seconds: float = 5.0
+
+    def security(self) -> ServerSecurity:
+        """The token and TLS this host service requires."""
+        return ServerSecurity.resolve(
+            self.host,
+            token=self.auth_token,
+            token_file=self.auth_token_file,
+            default_token_file=host_token_path(),
+            adopt=(daemon_token_path(),),
+            tls=self.tls,
+            insecure_loopback=self.insecure_loopback,
+        )
 
 
 @dataclass
@@ -34,6 +55,12 @@ class RunningHost:
     server: grpc.aio.Server
     service: HostService
     port: int
+    security: ServerSecurity
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token clients must send (None with insecure_loopback)."""
+        return self.security.token
 
     async def stop(self, grace: float | None = 5.0) -> None:
         """Stop accepting and end streams within ``grace``; running jobs finish in their thread."""
@@ -44,13 +71,15 @@ class RunningHost:
 async def start_server(config: HostConfig) -> RunningHost:
     """Bind, register HostService + health + reflection, start serving."""
     tune_for_streaming()  # Deploy pushes 1 MiB buffers (src/edgellm/common/allocator.py)
-    server = new_server(config.host, config.auth_token)
-    service = HostService()
+    security = config.security()
+    server = new_server(config.host, security)
+    targets = config.deploy_targets or (resolve_target(None),)
+    service = HostService(artifacts_root=config.artifacts_root, deploy_targets=targets)
     host_pb2_grpc.add_HostServiceServicer_to_server(service, server)
     Health(server, SERVICE_NAME).set(True)
-    port = await bind_and_start(server, config.host, config.port)
-    log.info("host_listening", host=config.host, port=port)
-    return RunningHost(server, service, port)
+    port = await bind_and_start(server, config.host, config.port, security.tls)
+    log.info("host_listening", host=config.host, port=port, deploy_targets=list(targets))
+    return RunningHost(server, service, port, security)
 
 
 async def serve(config: HostConfig) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from edgellm.common.errors import EdgeError, NotFound
+from edgellm.common.errors import EdgeError, NotFound, PermissionDenied
 from edgellm.common.grpc_util import server_stream, unary
 from edgellm.common.logs import get_logger
 from edgellm.common.paths import cache_dir, resolve_artifact
@@ -32,9 +32,28 @@ Ctx = grpc.aio.ServicerContext[Any, Any]
 class HostService(JobRpcs, host_pb2_grpc.HostServiceServicer):
     """The host's gRPC service."""
 
-    def __init__(self, jobs: JobManager | None = None, artifacts_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        jobs: JobManager | None = None,
+        artifacts_root: Path | None = None,
+        deploy_targets: tuple[str, ...] = (),
+    ) -> None:
         self.jobs = jobs or JobManager()
         self.artifacts_root = artifacts_root or cache_dir() / "artifacts"
+        # Deploy sends the host's token to its target, so callers choose only among these (S10).
+        self.deploy_targets = deploy_targets or (resolve_target(None),)
+
+    def deploy_target(self, requested: str) -> str:
+        """REQUESTED if it is a configured target ('' = the first); else PERMISSION_DENIED."""
+        if not requested:
+            return self.deploy_targets[0]
+        if requested not in self.deploy_targets:
+            raise PermissionDenied(
+                f"target {requested!r} is not one this host service deploys to "
+                f"({', '.join(self.deploy_targets)}); to allow it, start the host service with "
+                f"`edgellm host --deploy-target {requested}`"
+            )
+        return requested
 
     @server_stream
     async def Deploy(self, request: host_pb2.DeployRequest, context: Ctx) -> AsyncIterator[host_pb2.JobEvent]:
@@ -43,7 +62,7 @@ class HostService(JobRpcs, host_pb2_grpc.HostServiceServicer):
             raise NotFound("artifact_dir is required: the artifact directory on this host")
         artifact = resolve_artifact(request.artifact_dir)
         open_artifact(artifact)  # refuse a missing or incomplete artifact before starting a job
-        target = resolve_target(request.target or None)
+        target = self.deploy_target(request.target)
         async for event in self._stream(self.jobs.submit("deploy", lambda p: deploy(artifact, target, p))):
             yield event
 

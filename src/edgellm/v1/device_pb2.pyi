@@ -27,16 +27,18 @@ class _Speculation:
 class _SpeculationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Speculation.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     SPECULATION_UNSPECIFIED: _Speculation.ValueType  # 0
-    """same as AUTO"""
+    """same as OFF (opt-in: greedy output may differ, see docs/speculation.md)"""
     SPECULATION_AUTO: _Speculation.ValueType  # 1
     """draft where it pays, adapting the draft length"""
     SPECULATION_OFF: _Speculation.ValueType  # 2
 
 class Speculation(_Speculation, metaclass=_SpeculationEnumTypeWrapper):
-    """Speculative decoding (drafts verified in one multi-token forward; the output is unchanged)."""
+    """Speculative decoding (drafts verified in one multi-token forward). Opt-in: MNN's batched verify
+    can flip near-tie tokens, so greedy output may differ from a plain decode (docs/speculation.md).
+    """
 
 SPECULATION_UNSPECIFIED: Speculation.ValueType  # 0
-"""same as AUTO"""
+"""same as OFF (opt-in: greedy output may differ, see docs/speculation.md)"""
 SPECULATION_AUTO: Speculation.ValueType  # 1
 """draft where it pays, adapting the draft length"""
 SPECULATION_OFF: Speculation.ValueType  # 2
@@ -195,7 +197,7 @@ class GenerateRequest(_message.Message):
     """per-request window; 0 = daemon setting"""
     n_keep: _builtins.int
     speculation: Global___Speculation.ValueType
-    """UNSPECIFIED = AUTO"""
+    """UNSPECIFIED = OFF"""
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]:
         """chat; template applied on the device"""
@@ -441,6 +443,37 @@ class CoreFrequency(_message.Message):
 Global___CoreFrequency: _TypeAlias = CoreFrequency  # noqa: Y015
 
 @_typing.final
+class GovernorCapability(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    LIVE_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """affinity, pacing, scaling_max_freq, adpf_performance_hint, skin, ..."""
+    kind: _builtins.str
+    """"actuator" | "sensor" """
+    live: _builtins.bool
+    detail: _builtins.str
+    """what it is, or why it is not live"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        live: _builtins.bool = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "kind", b"kind", "live", b"live", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GovernorCapability: _TypeAlias = GovernorCapability  # noqa: Y015
+
+@_typing.final
 class GovernorState(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -453,6 +486,12 @@ class GovernorState(_message.Message):
     LAST_DECISION_FIELD_NUMBER: _builtins.int
     LAST_REASON_FIELD_NUMBER: _builtins.int
     LAST_DECISION_UNIX_FIELD_NUMBER: _builtins.int
+    CAPABILITIES_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    THERMAL_HEADROOM_FIELD_NUMBER: _builtins.int
+    FRONTIER_FIELD_NUMBER: _builtins.int
+    MODEL_TAU_S_FIELD_NUMBER: _builtins.int
+    MODEL_AMBIENT_C_FIELD_NUMBER: _builtins.int
     RUNG_FIELD_NUMBER: _builtins.int
     policy: _builtins.str
     """"off", "thermal", ..."""
@@ -462,11 +501,24 @@ class GovernorState(_message.Message):
     """MNN power mode"""
     pacing_ms: _builtins.float
     setpoint_c: _builtins.float
+    """the comfort limit"""
     last_decision: _builtins.str
     last_reason: _builtins.str
     last_decision_unix: _builtins.float
+    mode: _builtins.str
+    """probe | frontier | ladder | skin-only"""
+    thermal_headroom: _builtins.float
+    """AThermal forecast, 1.0 = SEVERE; unset when unavailable"""
+    frontier: _builtins.str
+    """the measured efficient rungs, fastest first"""
+    model_tau_s: _builtins.float
+    """identified skin time constant"""
+    model_ambient_c: _builtins.float
+    """identified effective ambient"""
     rung: _builtins.int
     """the ladder position in use: 0 = fastest (cluster names it); 10-15 are i18-governor's"""
+    @_builtins.property
+    def capabilities(self) -> _containers.RepeatedCompositeFieldContainer[Global___GovernorCapability]: ...
     def __init__(
         self,
         *,
@@ -479,13 +531,21 @@ class GovernorState(_message.Message):
         last_decision: _builtins.str = ...,
         last_reason: _builtins.str = ...,
         last_decision_unix: _builtins.float = ...,
+        capabilities: _abc.Iterable[Global___GovernorCapability] | None = ...,
+        mode: _builtins.str = ...,
+        thermal_headroom: _builtins.float | None = ...,
+        frontier: _builtins.str = ...,
+        model_tau_s: _builtins.float = ...,
+        model_ambient_c: _builtins.float = ...,
         rung: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom", "thermal_headroom", b"thermal_headroom"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "cluster", b"cluster", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__thermal_headroom: _TypeAlias = _typing.Literal["thermal_headroom"]  # noqa: Y015
+    _WhichOneofArgType__thermal_headroom: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__thermal_headroom) -> _WhichOneofReturnType__thermal_headroom | None: ...
 
 Global___GovernorState: _TypeAlias = GovernorState  # noqa: Y015
 
@@ -511,6 +571,8 @@ class TelemetrySample(_message.Message):
     PROCESS_CPU_SECONDS_FIELD_NUMBER: _builtins.int
     KV_TOKENS_FIELD_NUMBER: _builtins.int
     THROTTLED_SECONDS_FIELD_NUMBER: _builtins.int
+    DRAFT_TOKENS_TOTAL_FIELD_NUMBER: _builtins.int
+    ACCEPTED_DRAFT_TOKENS_TOTAL_FIELD_NUMBER: _builtins.int
     unix_time: _builtins.float
     soc_celsius: _builtins.float
     skin_celsius: _builtins.float
@@ -528,6 +590,10 @@ class TelemetrySample(_message.Message):
     """tokens held in the engine's KV cache now"""
     throttled_seconds: _builtins.float
     """seconds the governor has held the engine below its fastest rung"""
+    draft_tokens_total: _builtins.int
+    """speculative tokens verified since start"""
+    accepted_draft_tokens_total: _builtins.int
+    """of which accepted"""
     @_builtins.property
     def zones(self) -> _containers.RepeatedCompositeFieldContainer[Global___ThermalZone]: ...
     @_builtins.property
@@ -555,10 +621,12 @@ class TelemetrySample(_message.Message):
         process_cpu_seconds: _builtins.float = ...,
         kv_tokens: _builtins.int = ...,
         throttled_seconds: _builtins.float = ...,
+        draft_tokens_total: _builtins.int = ...,
+        accepted_draft_tokens_total: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_battery_celsius", b"_battery_celsius", "_skin_celsius", b"_skin_celsius", "_soc_celsius", b"_soc_celsius", "battery_celsius", b"battery_celsius", "governor", b"governor", "skin_celsius", b"skin_celsius", "soc_celsius", b"soc_celsius"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_battery_celsius", b"_battery_celsius", "_skin_celsius", b"_skin_celsius", "_soc_celsius", b"_soc_celsius", "battery_celsius", b"battery_celsius", "cores", b"cores", "engine_state", b"engine_state", "evicted_tokens_total", b"evicted_tokens_total", "governor", b"governor", "kv_tokens", b"kv_tokens", "last_ttft_ms", b"last_ttft_ms", "mem_available_bytes", b"mem_available_bytes", "mem_total_bytes", b"mem_total_bytes", "process_cpu_seconds", b"process_cpu_seconds", "rss_bytes", b"rss_bytes", "rss_peak_bytes", b"rss_peak_bytes", "skin_celsius", b"skin_celsius", "soc_celsius", b"soc_celsius", "throttled_seconds", b"throttled_seconds", "tokens_per_second", b"tokens_per_second", "unix_time", b"unix_time", "zones", b"zones"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_battery_celsius", b"_battery_celsius", "_skin_celsius", b"_skin_celsius", "_soc_celsius", b"_soc_celsius", "accepted_draft_tokens_total", b"accepted_draft_tokens_total", "battery_celsius", b"battery_celsius", "cores", b"cores", "draft_tokens_total", b"draft_tokens_total", "engine_state", b"engine_state", "evicted_tokens_total", b"evicted_tokens_total", "governor", b"governor", "kv_tokens", b"kv_tokens", "last_ttft_ms", b"last_ttft_ms", "mem_available_bytes", b"mem_available_bytes", "mem_total_bytes", b"mem_total_bytes", "process_cpu_seconds", b"process_cpu_seconds", "rss_bytes", b"rss_bytes", "rss_peak_bytes", b"rss_peak_bytes", "skin_celsius", b"skin_celsius", "soc_celsius", b"soc_celsius", "throttled_seconds", b"throttled_seconds", "tokens_per_second", b"tokens_per_second", "unix_time", b"unix_time", "zones", b"zones"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__battery_celsius: _TypeAlias = _typing.Literal["battery_celsius"]  # noqa: Y015
     _WhichOneofArgType__battery_celsius: _TypeAlias = _typing.Literal["_battery_celsius", b"_battery_celsius"]  # noqa: Y015
@@ -609,6 +677,9 @@ class DaemonStatus(_message.Message):
     N_KEEP_FIELD_NUMBER: _builtins.int
     LOAD_MS_FIELD_NUMBER: _builtins.int
     WARMUP_MS_FIELD_NUMBER: _builtins.int
+    THREAD_TUNING_FIELD_NUMBER: _builtins.int
+    DRAFT_TOKENS_TOTAL_FIELD_NUMBER: _builtins.int
+    ACCEPTED_DRAFT_TOKENS_TOTAL_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     engine_state: Global___EngineState.ValueType
     threads: _builtins.int
@@ -622,12 +693,18 @@ class DaemonStatus(_message.Message):
     n_keep: _builtins.int
     load_ms: _builtins.float
     warmup_ms: _builtins.float
+    draft_tokens_total: _builtins.int
+    accepted_draft_tokens_total: _builtins.int
     @_builtins.property
     def model(self) -> _common_pb2.ArtifactInfo:
         """unset when none is loaded"""
 
     @_builtins.property
     def governor(self) -> Global___GovernorState: ...
+    @_builtins.property
+    def thread_tuning(self) -> Global___ThreadTuning:
+        """how `threads` was chosen (load-time autotune or pinned)"""
+
     def __init__(
         self,
         *,
@@ -646,14 +723,76 @@ class DaemonStatus(_message.Message):
         n_keep: _builtins.int = ...,
         load_ms: _builtins.float = ...,
         warmup_ms: _builtins.float = ...,
+        thread_tuning: Global___ThreadTuning | None = ...,
+        draft_tokens_total: _builtins.int = ...,
+        accepted_draft_tokens_total: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["governor", b"governor", "model", b"model"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["governor", b"governor", "model", b"model", "thread_tuning", b"thread_tuning"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_tokens", b"context_tokens", "engine_state", b"engine_state", "governor", b"governor", "kv_window", b"kv_window", "load_ms", b"load_ms", "max_new_tokens_cap", b"max_new_tokens_cap", "model", b"model", "n_keep", b"n_keep", "queue_capacity", b"queue_capacity", "queue_depth", b"queue_depth", "requests_served", b"requests_served", "threads", b"threads", "uptime_seconds", b"uptime_seconds", "version", b"version", "warmup_ms", b"warmup_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_draft_tokens_total", b"accepted_draft_tokens_total", "context_tokens", b"context_tokens", "draft_tokens_total", b"draft_tokens_total", "engine_state", b"engine_state", "governor", b"governor", "kv_window", b"kv_window", "load_ms", b"load_ms", "max_new_tokens_cap", b"max_new_tokens_cap", "model", b"model", "n_keep", b"n_keep", "queue_capacity", b"queue_capacity", "queue_depth", b"queue_depth", "requests_served", b"requests_served", "thread_tuning", b"thread_tuning", "threads", b"threads", "uptime_seconds", b"uptime_seconds", "version", b"version", "warmup_ms", b"warmup_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DaemonStatus: _TypeAlias = DaemonStatus  # noqa: Y015
+
+@_typing.final
+class ThreadTuning(_message.Message):
+    """Load-time autotune: each candidate thread count measured, the fastest decode taken."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREADS_FIELD_NUMBER: _builtins.int
+    PINNED_FIELD_NUMBER: _builtins.int
+    TRIALS_FIELD_NUMBER: _builtins.int
+    SECONDS_FIELD_NUMBER: _builtins.int
+    threads: _builtins.int
+    """the count in use"""
+    pinned: _builtins.bool
+    """--threads or UpdateConfig set it: nothing was measured"""
+    seconds: _builtins.float
+    """time the autotune took"""
+    @_builtins.property
+    def trials(self) -> _containers.RepeatedCompositeFieldContainer[Global___ThreadTrial]: ...
+    def __init__(
+        self,
+        *,
+        threads: _builtins.int = ...,
+        pinned: _builtins.bool = ...,
+        trials: _abc.Iterable[Global___ThreadTrial] | None = ...,
+        seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pinned", b"pinned", "seconds", b"seconds", "threads", b"threads", "trials", b"trials"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ThreadTuning: _TypeAlias = ThreadTuning  # noqa: Y015
+
+@_typing.final
+class ThreadTrial(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREADS_FIELD_NUMBER: _builtins.int
+    DECODE_TOKENS_PER_SECOND_FIELD_NUMBER: _builtins.int
+    PREFILL_TOKENS_PER_SECOND_FIELD_NUMBER: _builtins.int
+    threads: _builtins.int
+    decode_tokens_per_second: _builtins.float
+    prefill_tokens_per_second: _builtins.float
+    def __init__(
+        self,
+        *,
+        threads: _builtins.int = ...,
+        decode_tokens_per_second: _builtins.float = ...,
+        prefill_tokens_per_second: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decode_tokens_per_second", b"decode_tokens_per_second", "prefill_tokens_per_second", b"prefill_tokens_per_second", "threads", b"threads"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ThreadTrial: _TypeAlias = ThreadTrial  # noqa: Y015
 
 @_typing.final
 class UpdateConfigRequest(_message.Message):

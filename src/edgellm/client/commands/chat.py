@@ -100,6 +100,7 @@ def run(ns: argparse.Namespace) -> int:
                 ns.seed,
                 ns.stop,
                 session,
+                ns.speculation,
                 **sampling_kwargs(ns),
             )
             request.kv_window = ns.kv_window

@@ -63,6 +63,15 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
     )
     parser.add_argument("--seed", type=non_negative_int, default=None, help="sampling seed (default: random)")
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument(
+        "--speculation",
+        choices=("auto", "off"),
+        default="off",
+        help=(
+            "speculative decoding: auto drafts from the prompt where it pays (faster on grounded "
+            "prompts; greedy output may differ slightly, see docs/speculation.md), off never"
+        ),
+    )
 
 
 def add_window(parser: argparse.ArgumentParser) -> None:

@@ -77,6 +77,13 @@ def constraint_from(ns: argparse.Namespace) -> device_pb2.OutputConstraint | Non
     return device_pb2.OutputConstraint(json_schema=text)
 
 
+def drafts(s: device_pb2.GenerateStats) -> str:
+    """The speculative-decoding part of the summary ('' when nothing was drafted)."""
+    if not s.draft_tokens:
+        return ""
+    return f" · drafts {s.accepted_draft_tokens}/{s.draft_tokens} accepted"
+
+
 def run(ns: argparse.Namespace) -> int:
     """Stream one generation to stdout; the summary goes to stderr."""
     constraint = constraint_from(ns)
@@ -88,7 +95,15 @@ def run(ns: argparse.Namespace) -> int:
         messages = ([("system", ns.system)] if ns.system else []) + [("user", text.strip())]
         prompt = None
     request = build_request(
-        prompt, messages, ns.max_new_tokens, ns.temperature, ns.seed, ns.stop, "", **sampling_kwargs(ns)
+        prompt,
+        messages,
+        ns.max_new_tokens,
+        ns.temperature,
+        ns.seed,
+        ns.stop,
+        "",
+        ns.speculation,
+        **sampling_kwargs(ns),
     )
     request.kv_window = ns.kv_window
     request = constrained(request, constraint)
@@ -114,7 +129,8 @@ def run(ns: argparse.Namespace) -> int:
                             f"[{finish_reason_name(response.finish_reason)}] "
                             f"TTFT {s.ttft_ms:.0f} ms (client {1000 * (first or 0):.0f} ms) · "
                             f"prefill {s.prompt_tokens} tok @ {s.prefill_tokens_per_second:.0f} tok/s · "
-                            f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s\n"
+                            f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s"
+                            f"{drafts(s)}\n"
                         )
     finally:
         if wrote:  # interrupted mid-answer: end the line so the shell prompt starts clean

@@ -19,6 +19,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
 
+def governor_lines(g: device_pb2.GovernorState) -> list[str]:
+    """The governor: policy, comfort limit, mode, and which actuators and sensors are live."""
+    head = f"governor {g.policy}  comfort {g.setpoint_c:.1f} °C"
+    if g.mode:
+        head += f"  mode {g.mode}"
+    if g.HasField("thermal_headroom"):
+        head += f"  headroom {g.thermal_headroom:.2f}"
+    lines = [head]
+    if g.model_tau_s:
+        lines.append(f"skin     tau {g.model_tau_s:.0f} s  ambient {g.model_ambient_c:.1f} °C (identified)")
+    if g.frontier:
+        lines.append(f"frontier {g.frontier}")
+    for kind in ("actuator", "sensor"):
+        for c in (c for c in g.capabilities if c.kind == kind):
+            lines.append(f"  {kind:8} {c.name:22} {'live' if c.live else 'off ':4}  {c.detail}")
+    return lines
+
+
+def tuning(t: device_pb2.ThreadTuning) -> str:
+    """How the thread count was chosen, e.g. 'autotuned 2 (1: 41.8 tok/s, 2: 68.0 tok/s; 9.1 s)'."""
+    if not t.trials:
+        return f"{t.threads} (pinned)" if t.pinned else str(t.threads)
+    trials = ", ".join(f"{x.threads}: {x.decode_tokens_per_second:.1f} tok/s" for x in t.trials)
+    how = "pinned" if t.pinned else "autotuned"
+    return f"{how} {t.threads} (decode {trials}; {t.seconds:.1f} s)"
+
+
 def run(ns: argparse.Namespace) -> int:
     """Print the status."""
     with DaemonClient(ns.target, timeout=10.0) as client:
@@ -40,5 +67,12 @@ def run(ns: argparse.Namespace) -> int:
     ]
     if st.load_ms:
         lines.append(f"load     {st.load_ms:.0f} ms  warm-up {st.warmup_ms:.0f} ms")
+    lines += governor_lines(st.governor)
+    lines.append(f"threads  {tuning(st.thread_tuning)}")
+    if st.draft_tokens_total:
+        rate = st.accepted_draft_tokens_total / st.draft_tokens_total
+        lines.append(
+            f"drafts   {st.accepted_draft_tokens_total}/{st.draft_tokens_total} accepted ({rate:.0%})"
+        )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -5,7 +5,9 @@
 #   bash install.sh --wheel edgellm-*.whl [--stamp VALUE] [--skip-mnn]
 #
 # Environment: EDGELLM_JOBS (MNN build parallelism, default 2: phones throttle and run out of
-# memory with more), EDGELLM_MNN_VERSION (default 3.6.1), EDGELLM_MNN_SRC (a local MNN checkout).
+# memory with more), EDGELLM_MNN_VERSION (default 3.6.1) with EDGELLM_MNN_COMMIT (the commit that
+# tag must resolve to; required when the version is changed), EDGELLM_MNN_SRC (a local MNN checkout,
+# used as is).
 set -euo pipefail
 
 WHEEL=""
@@ -26,6 +28,13 @@ STATE="$HOME/.edgellm"
 LOGS="$STATE/logs"
 JOBS="${EDGELLM_JOBS:-2}"
 MNN_VERSION="${EDGELLM_MNN_VERSION:-3.6.1}"
+# Why a pinned commit: a tag can be moved; the clone is checked against the commit that 3.6.1
+# pointed to when it was tested (git rev-parse '3.6.1^{commit}' on github.com/alibaba/MNN).
+if [ "$MNN_VERSION" = 3.6.1 ]; then
+    MNN_COMMIT="${EDGELLM_MNN_COMMIT:-d407447ed56c4121a11ccbd266dc184ca1ead0c2}"
+else
+    MNN_COMMIT="${EDGELLM_MNN_COMMIT:?set EDGELLM_MNN_COMMIT to the commit of MNN $MNN_VERSION}"
+fi
 MNN_DIR="$STATE/mnn"
 mkdir -p "$LOGS" "$MNN_DIR"
 
@@ -74,6 +83,13 @@ build_mnn() {
         git clone --depth 1 --branch "$MNN_VERSION" https://github.com/alibaba/MNN.git "$src" \
             >"$log" 2>&1 || fail "git clone of MNN $MNN_VERSION (network?)" "$log"
     fi
+    if [ -z "${EDGELLM_MNN_SRC:-}" ]; then
+        head="$(git -C "$src" rev-parse HEAD 2>>"$log" || true)"
+        if [ "$head" != "$MNN_COMMIT" ]; then
+            rm -rf "$src"
+            fail "MNN $MNN_VERSION is at commit ${head:-?}, not the pinned $MNN_COMMIT: refusing to build it" "" 4
+        fi
+    fi
     # Why the patch: pymnn's build scripts test platform.system() == 'Linux', but Termux's
     # Python 3.13 reports 'Android', which would pick the wrong library names and flags.
     # (`|| true`: on a resumed build the files are already patched and grep finds nothing.)
@@ -107,7 +123,16 @@ else
     build_mnn
 fi
 
-# 4. runit service (termux-services) with svlogd logging, and the Termux:Boot script.
+# 4. The daemon's bearer token: 256 bits from the kernel's CSPRNG (the source Python's `secrets`
+# reads), mode 0600, made once. `edgellm deploy device` copies it to the host over adb/ssh; the
+# daemon would also make one on its first start.
+if [ ! -s "$STATE/token" ]; then
+    (umask 077 && head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$STATE/token.tmp" &&
+        mv "$STATE/token.tmp" "$STATE/token") || fail "could not write $STATE/token"
+    say "made the daemon's token in $STATE/token (0600)"
+fi
+
+# 5. runit service (termux-services) with svlogd logging, and the Termux:Boot script.
 SVC="$PREFIX/var/service/edgellm"
 mkdir -p "$SVC/log" "$HOME/.termux/boot"
 install -m 755 "$HERE/run" "$SVC/run"

@@ -65,6 +65,7 @@ class DaemonCore:
             period_s=config.governor_period_s,
         )
         self.models = ModelLifecycle(config, self.worker, self.store, engine_factory)
+        self.models.on_threads = self.governor.set_threads  # the ladder starts from the autotuned count
         self.scheduler = Scheduler(self.models, self.worker, self.governor)
         self._pushes = PushReceiver(self.store)
 
@@ -153,6 +154,9 @@ class DaemonCore:
             kv_window=c.kv_window,
             n_keep=c.n_keep,
             governor=self.governor.snapshot(),
+            thread_tuning=self.models.tuning,
+            draft_tokens_total=self.scheduler.draft_tokens_total,
+            accepted_draft_tokens_total=self.scheduler.accepted_draft_tokens_total,
         )
 
     async def telemetry(self) -> TelemetryFrame:
@@ -170,6 +174,8 @@ class DaemonCore:
             last_ttft_ms=self.scheduler.last_ttft_ms,
             kv_tokens=self.kv_tokens,
             throttled_seconds=gov.throttled_seconds,
+            draft_tokens_total=self.scheduler.draft_tokens_total,
+            accepted_draft_tokens_total=self.scheduler.accepted_draft_tokens_total,
         )
 
     @property
@@ -192,7 +198,7 @@ class DaemonCore:
         self.governor.update(change.governor)
         if change.threads is None or change.threads == c.threads:
             return
-        self.models.config = replace(self.models.config, threads=change.threads)
+        self.models.pin_threads(change.threads)
         self.governor.set_threads(change.threads)
         loaded = self.models.loaded
         if loaded is not None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound
@@ -22,7 +23,10 @@ from edgellm.common.runtime import Runtime
 from edgellm.device.admission import admit, kv_bytes, memory_need
 from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
+from edgellm.device.core.autotune import ThreadTuning, candidate_threads, tune_threads
 from edgellm.device.core.state import EngineState, LoadInfo
+from edgellm.device.decoding import CALIBRATION_TEXT, measure_forward_costs
+from edgellm.device.drafting import ForwardCosts
 from edgellm.device.engine.base import Engine
 from edgellm.device.engine.config import EngineConfig, attention_mode
 from edgellm.device.kv_cache import KvCache
@@ -37,6 +41,13 @@ EngineFactory = Callable[[Artifact, EngineConfig], Engine]
 # Why 8: a model named by an id prefix must be unambiguous among a handful of artifacts and
 # still be typeable; 8 hex digits (32 bits) is what `git` shows by default, and the store agrees.
 MIN_ID_PREFIX = 8
+
+
+def usable_cpus() -> int:
+    """Cores this process may run on (the affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def names(artifact: Artifact, name: str) -> bool:
@@ -73,6 +84,9 @@ class ModelLifecycle:
         self.state = EngineState.EMPTY  # EMPTY, LOADING or IDLE; the scheduler reports its own phases
         self.last_used = time.monotonic()
         self._listeners: list[Callable[[bool], None]] = []
+        self.tuning = ThreadTuning(config.threads, pinned=True)
+        self._tuned_for = ""  # artifact id the autotune ran on (it runs once per artifact)
+        self.on_threads: Callable[[int], None] = lambda threads: None  # the governor's ladder follows
 
     def on_change(self, callback: Callable[[bool], None]) -> None:
         """Register a callback told True when a model is loaded, False when none is."""
@@ -85,6 +99,8 @@ class ModelLifecycle:
         engine_config = self.engine_config(artifact.runtime)
         self.check_memory(artifact, engine_config.attention_mode)
         loaded = await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
+        if not self.tuning.pinned:
+            self.on_threads(self.tuning.threads)  # on the event loop, where the governor lives
         self.last_used = time.monotonic()
         self._remember(artifact)
         self._notify(True)
@@ -97,12 +113,17 @@ class ModelLifecycle:
         if old is not None:
             old.engine.close()
         try:
+            engine_config = self._autotune(artifact, engine_config)
             engine = self.engine_factory(artifact, engine_config)
             engine.load()
             policy = self.window_policy()
             policy.validate(engine.context_length)
+            costs = ForwardCosts()
             if self.config.warmup:
                 engine.warm_up(self.warmup_tokens(policy, engine.context_length))
+                # The draft policy prices verify lengths by these (a few dozen forwards; none if
+                # draft_max is 0). Without a warm-up nothing is timed and drafting stays off.
+                measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
         except BaseException:
             self.state = EngineState.EMPTY
             raise
@@ -112,11 +133,29 @@ class ModelLifecycle:
             engine.special_id("<|im_start|>"),
             engine.special_id("<|im_end|>"),
             can_grow=lambda extra: self.can_hold_kv(artifact, extra, engine_config.attention_mode),
+            costs=costs,
         )
         info = LoadInfo(artifact, engine.context_length, engine.load_ms, engine.warmup_ms)
         self.loaded = Loaded(info, engine, cache)
         self.state = EngineState.IDLE
         return self.loaded
+
+    def _autotune(self, artifact: Artifact, engine_config: EngineConfig) -> EngineConfig:
+        """With autotune on, measure the thread counts once per artifact and load with the fastest."""
+        if not self.config.autotune:
+            return engine_config
+        if self._tuned_for != artifact.artifact_id:
+            self.tuning = tune_threads(
+                self.engine_factory, artifact, engine_config, candidate_threads(usable_cpus())
+            )
+            self._tuned_for = artifact.artifact_id
+            self.config = replace(self.config, threads=self.tuning.threads)
+        return replace(engine_config, threads=self.tuning.threads)
+
+    def pin_threads(self, threads: int) -> None:
+        """An explicit thread count (UpdateConfig): no more autotune until restart."""
+        self.config = replace(self.config, threads=threads, autotune=False)
+        self.tuning = ThreadTuning(threads, self.tuning.trials, pinned=True, seconds=self.tuning.seconds)
 
     async def unload(self, forget: bool = True) -> None:
         """Unload the model (waits for the running generation to finish)."""
@@ -142,7 +181,8 @@ class ModelLifecycle:
         c = self.config
         slides_by_erase = bool(c.kv_window) and c.kv_method == KvMethod.ERASE
         mode = attention_mode(runtime, c.kv_quant, slides_by_erase)
-        return EngineConfig.for_runtime(runtime, threads=c.threads, attention_mode=mode)
+        config = EngineConfig.for_runtime(runtime, threads=c.threads, attention_mode=mode)
+        return replace(config, draft_max=c.draft_max)
 
     def window_policy(self) -> WindowPolicy:
         """The daemon's sliding-window policy."""

@@ -56,6 +56,8 @@ class Scheduler:
         self.last_decode_tps = 0.0
         self.grammar_tokenizers = TokenizerCache()  # the loaded model's, for constrained output
         models.on_change(lambda loaded: None if loaded else self.grammar_tokenizers.clear())
+        self.draft_tokens_total = 0  # speculative decoding, since start
+        self.accepted_draft_tokens_total = 0
 
     @property
     def busy(self) -> bool:
@@ -119,6 +121,8 @@ class Scheduler:
         self.models.last_used = time.monotonic()
         self.last_ttft_ms = s.ttft_ms
         self.last_decode_tps = s.decode_tokens_per_second
+        self.draft_tokens_total += s.draft_tokens
+        self.accepted_draft_tokens_total += s.accepted_draft_tokens
         log.info(
             "generate_done",
             finish_reason=finished.reason.value,

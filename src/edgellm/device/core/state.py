@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from edgellm.device.artifact import Artifact
+from edgellm.device.core.autotune import ThreadTuning
 from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
 from edgellm.device.telemetry.source import Reading
 
@@ -46,6 +47,9 @@ class DaemonState:
     kv_window: int
     n_keep: int
     governor: GovernorSnapshot
+    thread_tuning: ThreadTuning = field(default_factory=lambda: ThreadTuning(0, pinned=True))
+    draft_tokens_total: int = 0
+    accepted_draft_tokens_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class TelemetryFrame:
     last_ttft_ms: float
     kv_tokens: int = 0  # tokens the engine's KV cache holds
     throttled_seconds: float = 0.0  # seconds spent below the fastest rung
+    draft_tokens_total: int = 0
+    accepted_draft_tokens_total: int = 0
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,13 @@ class Engine(Protocol):
     def decode(self, token: int) -> Logits:
         """Append one token; the next-token logits, [vocab]."""
 
+    def verify(self, ids: Sequence[int]) -> Logits:
+        """Append 2..draft_max+1 tokens after a prefill in one forward; all rows, [len(ids), vocab]."""
+
+    @property
+    def draft_max(self) -> int:
+        """The longest draft verify() accepts after the fed token (0: the engine cannot verify)."""
+
     # -- cache edits
     def reset(self) -> None:
         """Empty the cache; positions restart at 0."""
@@ -94,3 +101,6 @@ class Engine(Protocol):
 
     def erase(self, begin: int, end: int) -> None:
         """Drop cached tokens [begin, end) and keep every kept token's position (and `position`)."""
+
+    def rewind(self, count: int) -> None:
+        """Drop the last `count` cached tokens; `position` goes back by `count`, earlier ones stay."""

@@ -61,6 +61,16 @@ def attention_mode(runtime: Runtime, kv_quant: KvQuant | None, slides_by_erase: 
     return mode
 
 
+# Draft lengths the speculative loop uses: few distinct verify shapes, because MNN keeps one
+# module clone (~5 MiB) per forward length it has seen in decode mode.
+DRAFT_LENGTHS = (1, 2, 4, 8)
+
+
+def verify_lengths(draft_max: int) -> list[int]:
+    """Forward lengths (draft + the fed token) verify() runs with for a draft_max."""
+    return [k + 1 for k in DRAFT_LENGTHS if k <= draft_max]
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Runtime settings applied when the model loads."""
@@ -75,6 +85,10 @@ class EngineConfig:
     attention_mode: int = DEFAULT_RUNTIME.attention_mode
     use_mmap: bool = False
     all_logits: bool = False  # prefill returns every position's logits (for scoring text)
+    # Longest speculative draft verify() takes (0 = no verify). Loads MNN's lookahead mode, which
+    # makes a multi-token forward *after* the prefill compute the LM head for every position (the
+    # model's logits_index input) while prefills keep computing it for the last one only.
+    draft_max: int = 0
 
     @classmethod
     def for_runtime(cls, runtime: Runtime, threads: int, attention_mode: int) -> EngineConfig:
@@ -99,4 +113,13 @@ class EngineConfig:
             "use_mmap": self.use_mmap,
             "all_logits": self.all_logits,
             "backend_type": "cpu",
+            **self._speculative(),
         }
+
+    def _speculative(self) -> dict[str, object]:
+        if self.draft_max <= 0:
+            return {}
+        # Why lookahead: Llm::forwardRaw (mnn 3.6.1) asks for every position's logits when
+        # gen_seq_len > 0 and a speculative_type is set (mInSpec); we only borrow that switch and
+        # the ready module for draft_predict_length + 1 tokens, never MNN's own generate().
+        return {"speculative_type": "lookahead", "draft_predict_length": self.draft_max}

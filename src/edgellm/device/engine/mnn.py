@@ -13,7 +13,7 @@ from edgellm.common.mnn_llm import MnnLlm
 from edgellm.common.token_table import TokenTable
 from edgellm.device.artifact import Artifact
 from edgellm.device.engine.base import Logits, last_row
-from edgellm.device.engine.config import EngineConfig
+from edgellm.device.engine.config import EngineConfig, verify_lengths
 
 log = get_logger(__name__)
 
@@ -62,6 +62,10 @@ class MnnEngine:
         logits = self.prefill(ids)
         for _ in range(4):
             logits = self.decode(int(np.argmax(logits)))
+        # MNN clones a module per verify length on first use (~5 MiB each): do it here, at load.
+        for length in verify_lengths(self.draft_max):
+            self.verify((ids * length)[:length])
+            self.rewind(length)
         self.reset()
         self.warmup_ms = (time.perf_counter() - start) * 1000
         log.info("engine_warm", warmup_ms=round(self.warmup_ms, 1))
@@ -124,6 +128,49 @@ class MnnEngine:
     def decode(self, token: int) -> Logits:
         """Append one token; return the next-token logits."""
         return last_row(self._forward([token]))
+
+    @property
+    def draft_max(self) -> int:
+        """The longest draft verify() takes (EngineConfig.draft_max)."""
+        return self.config.draft_max
+
+    def verify(self, ids: Sequence[int]) -> Logits:
+        """Append ids in one forward after a prefill; every position's logits, [len(ids), vocab].
+
+        Why no gen_seq_len reset (unlike _forward): MNN computes all rows only in decode mode
+        (gen_seq_len > 0) with a speculative_type loaded; each length gets its own module clone,
+        which warm_up() creates for the lengths the speculative loop uses.
+        """
+        if not 1 < len(ids) <= self.draft_max + 1:
+            raise ValueError(f"verify takes 2..{self.draft_max + 1} tokens, got {len(ids)}")
+        llm = self.llm
+        if llm.gen_seq_len == 0:
+            raise FailedPrecondition("verify needs a prefill first")
+        logits = llm.forward(list(ids))
+        self.history.extend(ids)
+        self.position += len(ids)
+        rows = logits.reshape(-1, logits.shape[-1])
+        if rows.shape[0] != len(ids):
+            raise FailedPrecondition(f"MNN returned {rows.shape[0]} logits rows for {len(ids)} tokens")
+        return rows
+
+    def rewind(self, count: int) -> None:
+        """Drop the last `count` cached tokens; earlier tokens keep their positions.
+
+        erase_history(begin, 0) sets MNN's counter to the physical length; after a window erase
+        positions run ahead of it, so the counter is put back to our absolute position.
+        """
+        if not 0 <= count <= len(self.history):
+            raise ValueError(f"cannot rewind {count} of {len(self.history)} cached tokens")
+        if count == 0:
+            return
+        keep = len(self.history) - count
+        llm = self.llm
+        llm.erase_history(keep, 0)
+        self.position -= count
+        if self.position != keep:
+            llm.set_counters(all_seq_len=self.position)
+        del self.history[keep:]
 
     def _forward(self, ids: list[int]) -> Logits:
         llm = self.llm

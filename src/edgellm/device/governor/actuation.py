@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from edgellm.common.errors import InvalidArgument
@@ -43,6 +43,10 @@ class Actuation:
     duty: float = 1.0  # decode duty cycle: sleep step_time * (1/duty - 1) after each step
     rung: int = 0
     label: str = ""
+    blend_cpus: tuple[int, ...] = ()  # the next rung's decode cores
+    blend: float = 0.0  # share of decode tokens run on blend_cpus (interleaved in short blocks)
+    freq_cap: float = 1.0  # scaling_max_freq of the decode cores' domains, as a fraction (rooted only)
+    blend_freq_cap: float = 1.0  # the same for the blended rung
 
     def pause_s(self, step_s: float) -> float:
         """Seconds to sleep after a decode step that took step_s."""
@@ -52,4 +56,10 @@ class Actuation:
         """Short human form, e.g. 'middle [3, 4, 5, 6] t4 normal duty 0.80'."""
         duty = f" duty {self.duty:.2f}" if self.duty < 1.0 else ""
         pace = f" pace {self.pacing_ms:.1f} ms" if self.pacing_ms > 0 else ""
-        return f"{self.label or 'cpus'} {list(self.cpus)} t{self.threads} {self.power}{duty}{pace}"
+        mix = f" + {self.blend:.0%} on {list(self.blend_cpus)}" if self.blend > 0 and self.blend_cpus else ""
+        cap = f" @{self.freq_cap:.0%} fmax" if self.freq_cap < 1.0 else ""
+        return f"{self.label or 'cpus'} {list(self.cpus)} t{self.threads} {self.power}{cap}{duty}{pace}{mix}"
+
+    def blended(self) -> Actuation:
+        """The other operating point of a blend: the same actuation on blend_cpus."""
+        return replace(self, cpus=self.blend_cpus, freq_cap=self.blend_freq_cap, blend_cpus=(), blend=0.0)

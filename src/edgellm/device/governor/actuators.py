@@ -1,4 +1,6 @@
-"""Apply an Actuation to the real process: thread affinity (read back) and pacing between steps.
+"""Apply an Actuation to the real process: thread affinity (read back), pacing between steps, a blend
+of two rungs interleaved in short blocks of tokens, and where the phone allows, an ADPF hint
+session and scaling_max_freq caps.
 
 Thread count and MNN's power hint only take effect when the runtime is (re)built: MNN reads
 thread_num/power in initRuntime(), which only load() calls; the engine reload is the core's job.
@@ -15,8 +17,12 @@ from pathlib import Path
 
 from edgellm.common.logs import get_logger
 from edgellm.device.governor.actuation import Actuation
+from edgellm.device.governor.adpf import PerformanceHint
+from edgellm.device.governor.cpufreq_caps import CpufreqCaps
 
 log = get_logger(__name__)
+
+BLEND_BLOCK = 4  # tokens per block of a blend: one affinity change per ≥ 4 tokens (~0.1 ms each)
 
 
 def set_process_affinity(cpus: Iterable[int], task_dir: Path = Path("/proc/self/task")) -> tuple[int, ...]:
@@ -36,6 +42,14 @@ def set_process_affinity(cpus: Iterable[int], task_dir: Path = Path("/proc/self/
     return tuple(sorted(os.sched_getaffinity(0)))
 
 
+def _process_threads(task_dir: Path = Path("/proc/self/task")) -> list[int]:
+    """Thread ids of this process (MNN's workers included) for an ADPF session."""
+    try:
+        return sorted(int(t.name) for t in task_dir.iterdir())
+    except OSError:
+        return [threading.get_native_id()]
+
+
 class Actuators:
     """Holds the actuation in force; the worker thread calls `before_prefill`, `between_tokens`."""
 
@@ -45,6 +59,9 @@ class Actuators:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.perf_counter,
         affinity: Callable[[Iterable[int]], tuple[int, ...]] = set_process_affinity,
+        hint: PerformanceHint | None = None,
+        caps: CpufreqCaps | None = None,
+        thread_ids: Callable[[], list[int]] | None = None,
     ) -> None:
         self.allowed = tuple(sorted(allowed if allowed is not None else os.sched_getaffinity(0)))
         self._sleep, self._clock, self._affinity = sleep, clock, affinity
@@ -56,11 +73,20 @@ class Actuators:
         self.last_pause_s = 0.0
         self.extra_delay: Callable[[float], float] | None = None  # virtual phone: firmware slowdown
         self._tokens: deque[float] = deque(maxlen=4096)  # times decode steps finished (live tok/s)
+        self.hint = hint if hint is not None and hint.available else None
+        self.caps = caps if caps is not None and caps.available else None
+        self._thread_ids = thread_ids or _process_threads
+        self._decoded = 0
+        self._blend_acc = 0.0
+        self.last_prefill: float | None = None  # clock time of the last prefill burst
 
     def set(self, actuation: Actuation | None) -> None:
         """Install the actuation used from the next token on (None = no governor: full allowed set)."""
         with self._lock:
             self.current = actuation
+        if self.caps is not None:
+            act = actuation
+            self.caps.cap((*act.cpus, *act.blend_cpus) if act else (), act.freq_cap if act else 1.0)
 
     def _pin(self, cpus: tuple[int, ...]) -> None:
         target = tuple(c for c in cpus if c in self.allowed) or self.allowed
@@ -75,6 +101,7 @@ class Actuators:
         self._pin(act.prefill_cpus if act is not None else self.allowed)
         self._phase = "prefill"
         self._step_start = None
+        self.last_prefill = self._clock()
 
     def tokens_per_second(self, window_s: float = 2.0) -> float:
         """Decode rate over the last window_s seconds (0 when nothing was decoded in it)."""
@@ -82,18 +109,43 @@ class Actuators:
         recent = [t for t in list(self._tokens) if now - t <= window_s]
         return len(recent) / window_s if recent else 0.0
 
+    def prefill_age_s(self) -> float | None:
+        """Seconds since the last prefill burst began (None before the first)."""
+        return None if self.last_prefill is None else self._clock() - self.last_prefill
+
+    def _decode_cpus(self, act: Actuation) -> tuple[int, ...]:
+        """The cores for the next block: a first-order sigma-delta spreads the blend's share evenly."""
+        if act.blend <= 0 or not act.blend_cpus:
+            return act.cpus
+        self._blend_acc += act.blend
+        on_blend = self._blend_acc >= 1.0
+        if on_blend:
+            self._blend_acc -= 1.0
+        if self.caps is not None and act.freq_cap != act.blend_freq_cap:
+            self.caps.cap((*act.cpus, *act.blend_cpus), act.blend_freq_cap if on_blend else act.freq_cap)
+        return act.blend_cpus if on_blend else act.cpus
+
     def between_tokens(self) -> None:
-        """After each decode step: switch to the decode affinity once, then pace by the duty cycle."""
+        """After each decode step: choose the decode cores (per block for a blend), then pace by the duty."""
         now = self._clock()
         self._tokens.append(now)
         act = self.current
-        if self._phase != "decode":
-            self._pin(act.cpus if act is not None else self.allowed)
+        if self._phase != "decode" or (
+            act is not None and act.blend > 0 and self._decoded % BLEND_BLOCK == 0
+        ):
+            self._pin(self._decode_cpus(act) if act is not None else self.allowed)
             self._phase = "decode"
+        self._decoded += 1
         step = now - self._step_start if self._step_start is not None else 0.0
         pause = act.pause_s(step) if act is not None else 0.0
         if self.extra_delay is not None:
             pause += self.extra_delay(step)
+        if self.hint is not None and step > 0:
+            if not self.hint.live and not self.hint.open(self._thread_ids(), step + pause):
+                self.hint = None  # refused: do not ask again
+            else:
+                self.hint.target(step + pause)  # the paced period: the scheduler may lower clocks
+                self.hint.report(step)
         self.last_pause_s = pause
         if pause > 0:
             self._sleep(pause)

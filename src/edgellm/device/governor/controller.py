@@ -1,7 +1,15 @@
-"""The thermal controller: predicted skin temperature → PI → throttle depth → rung + pacing.
+"""The thermal controller: identified skin model → target die-skin gap → a position on the frontier.
 
-Pure: no I/O, no clock of its own (STYLE 12). `depth` is a continuous throttle depth in rungs of
-the ladder: 0 = the fastest rung, k.x = rung k plus pacing for the fractional part.
+Pure: no I/O, no clock of its own (STYLE 12). Two loops (docs/governor.md):
+
+- outer (skin, minutes): the identified model (governor/identify.py) gives the die-skin gap that
+  holds the skin at the comfort limit, pulled down hard while the skin is above it;
+- inner (gap, seconds): the die settles in seconds, so the gap is a power meter; an integral turns
+  the gap error into a gap command and the measured frontier (governor/frontier.py, built by the
+  start-up probe, governor/probe.py) turns the command into rung shares and pacing.
+
+Before the probe has a frontier it walks the ladder in its built order (governor/path.py); without a
+die sensor it falls back to a PI on the skin extrapolated one time constant ahead.
 """
 
 from __future__ import annotations
@@ -9,36 +17,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from edgellm.device.governor.actuation import Actuation, GovernorPolicy
+from edgellm.device.governor.actuation import Actuation
+from edgellm.device.governor.frontier import Frontier
+from edgellm.device.governor.identify import SkinIdentifier
+from edgellm.device.governor.path import LadderPath
+from edgellm.device.governor.probe import Prober
+from edgellm.device.governor.settings import GovernorConfig
 
-
-@dataclass(frozen=True)
-class GovernorConfig:
-    """Controller settings; the defaults are used unchanged on every phone profile."""
-
-    policy: GovernorPolicy = GovernorPolicy.THERMAL  # off: fastest rung, no pacing; pinned: hold one
-    setpoint_c: float | None = None  # None: lowest skin trip point minus margin_c, else fallback_setpoint_c
-    margin_c: float = 2.0
-    fallback_setpoint_c: float = 40.0
-    horizon_s: float = 450.0  # skin time constant assumed by the predictor (phones: 300-600 s)
-    slope_window_s: float = 30.0
-    kp: float = 0.5  # rungs per °C of predicted excess
-    ki: float = 0.008  # rungs per °C·s
-    release_hysteresis: float = 0.35  # depth must fall this far below a rung before it is left
-    min_dwell_s: float = 60.0  # shortest stay on a rung before speeding up again
-    duty_span: float = 0.5  # duty cut across one rung's fractional depth (1.0 -> 0.5)
-    min_duty: float = 0.2  # deepest pacing on the last rung
-    duty_step: float = 0.05  # duty moves in steps of this size (fewer, clearer decisions)
-
-    def resolve_setpoint(self, skin_trips_c: Sequence[float]) -> float:
-        """The setpoint actually used: explicit, else below the phone's first skin trip, else fallback."""
-        if self.setpoint_c is not None:
-            return self.setpoint_c
-        if skin_trips_c:
-            return min(skin_trips_c) - self.margin_c
-        return self.fallback_setpoint_c
+__all__ = ["Components", "Decision", "GovernorConfig", "SlopeEstimator", "ThermalController"]
 
 
 @dataclass(frozen=True)
@@ -46,12 +34,17 @@ class Components:
     """The controller's internals, exposed for telemetry and tests."""
 
     measured_c: float
-    predicted_c: float
+    predicted_c: float  # where the skin settles at the present gap (model), or the extrapolation
     slope_c_per_s: float
-    error_c: float
+    error_c: float  # predicted − aim
     p: float
     i: float
-    depth: float
+    depth: float  # position on the ladder path
+    gap_k: float = 0.0
+    target_gap_k: float = 0.0
+    tau_s: float = 0.0
+    ambient_c: float = 0.0
+    mode: str = "frontier"  # probe | frontier | ladder | skin-only
 
 
 @dataclass(frozen=True)
@@ -86,76 +79,212 @@ class SlopeEstimator:
 
 
 class ThermalController:
-    """PI on predicted skin temperature with anti-windup, driving a ladder with hysteresis and dwell."""
+    """Feed it (skin, time[, die, headroom, tokens/s]); returns a Decision when the actuation changes."""
 
     def __init__(self, config: GovernorConfig, ladder: Sequence[Actuation], setpoint_c: float) -> None:
-        if not ladder:
-            raise ValueError("the governor needs at least one rung")
-        self.config = config
-        self.ladder = list(ladder)
-        self.setpoint_c = setpoint_c
-        self.slope = SlopeEstimator(config.slope_window_s)
-        self.integral = 0.0
-        self.rung = 0
-        self.rung_since = -math.inf
-        self.duty = 1.0
+        self.config = c = config
+        self.path = LadderPath(ladder, c.duty_halving, c.min_duty, c.quantum)
+        self.ladder = self.path.ladder
+        self.setpoint_c = setpoint_c  # the comfort limit
+        self.identifier = SkinIdentifier(c.identify)
+        self.prober: Prober | None = Prober(ladder, c.probe_hold_s, c.probe_margin_c) if c.probe else None
+        self.frontier: Frontier | None = None
+        self.slope = SlopeEstimator(c.slope_window_s)
+        start = c.start_rung if c.start_rung >= 0 else self.path.last
+        self.position = self.applied = float(min(start, self.path.last))
+        self.gap_integral = 0.0  # frontier mode
+        self.command: float | None = None
+        self.learn_from = -math.inf
+        self.spare_since: float | None = None
+        self.settle_until = -math.inf
+        self.gaps: deque[float] = deque(maxlen=c.gap_median_n)
+        self.skin_ema: float | None = None
+        self.integral = 0.0  # skin-only fallback
         self.last_t: float | None = None
-        self.components = Components(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        self.current = self.ladder[0]
+        self.components = Components(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, self.position, mode="ladder")
+        self.current = self.path.actuation(self.position)
 
     @property
     def max_depth(self) -> float:
-        """Deepest throttle: the last rung at full pacing."""
-        c = self.config
-        return len(self.ladder) - 1 + (1.0 - c.min_duty) / c.duty_span
+        """Deepest throttle on the current path."""
+        return self.frontier.max_position if self.frontier is not None else self.path.max_position
 
-    def __call__(self, skin_c: float, now: float) -> Decision | None:
-        """Feed one measurement; return a Decision when the operating point changes."""
+    @property
+    def rung(self) -> int:
+        """The rung in force (its blend partner is the next one)."""
+        return self.current.rung
+
+    @property
+    def probing(self) -> bool:
+        """Whether the start-up measurement of the rungs is under way."""
+        return self.prober is not None and not self.prober.done
+
+    def __call__(
+        self,
+        skin_c: float,
+        now: float,
+        die_c: float | None = None,
+        headroom: float | None = None,
+        tokens_per_second: float | None = None,
+        prefill_age_s: float | None = None,
+    ) -> Decision | None:
+        """Feed one measurement; return a Decision when the operating point changes.
+
+        die_c: the hottest CPU zone; headroom: AThermal's forecast (1.0 = SEVERE); tokens_per_second:
+        the decode rate over the last period; prefill_age_s: seconds since the last prefill burst.
+        """
         c = self.config
-        dt = 0.0 if self.last_t is None else max(now - self.last_t, 0.0)
+        dt = 0.0 if self.last_t is None else min(max(now - self.last_t, 0.0), 10.0)
         self.last_t = now
         slope = self.slope.add(now, skin_c)
-        predicted = skin_c + c.horizon_s * slope
-        error = predicted - self.setpoint_c
-        p = c.kp * error
-        unclamped = p + self.integral + c.ki * error * dt
-        # anti-windup: integrate only while the output is not pinned against a limit in the error's direction
-        if (
-            (0.0 < unclamped < self.max_depth)
-            or (unclamped >= self.max_depth > 0 and error < 0)
-            or (unclamped <= 0 and error > 0)
-        ):
-            self.integral += c.ki * error * dt
-        self.integral = min(max(self.integral, -c.kp * 10.0), self.max_depth)
-        depth = min(max(p + self.integral, 0.0), self.max_depth)
-        self.components = Components(skin_c, predicted, slope, error, p, self.integral, depth)
-        return self._select(depth, now)
+        aim = self.setpoint_c - c.aim_below_c
+        if headroom is not None and math.isfinite(headroom) and headroom > c.headroom_limit:
+            aim -= c.k_headroom_c * (headroom - c.headroom_limit)  # the OS forecasts throttling: back off
+        if die_c is None:
+            self.prober = None
+            self._skin_only_step(skin_c, aim, slope, dt)
+            return self._select(now)
+        learn = not self.probing and now >= self.learn_from
+        model = self.identifier.add(now, skin_c, die_c, learn)
+        if self.skin_ema is None:
+            self.skin_ema = skin_c
+        self.skin_ema += (skin_c - self.skin_ema) * min(dt / c.skin_filter_s, 1.0)
+        excess = self.skin_ema - aim
+        goal = aim - (c.kp_over_c if excess > 0 else c.kp_under_c) * excess
+        # interquartile mean of the last gaps: a prefill burst (fastest cores, ~0.3 s per request) heats
+        # the die for ~10 s, which the integral followed into a 30 s dip of decode speed once per reply
+        # (ripple 0.37 on a hot tuning phone); a median kept the sensors' 0.1 °C steps, and on a hot
+        # phone 0.1 K of gap is a third of the budget
+        settling = (
+            prefill_age_s is not None and prefill_age_s < c.prefill_settle_s
+        ) or now < self.settle_until
+        if not settling or not self.gaps:
+            self.gaps.append(die_c - skin_c)
+        ordered = sorted(self.gaps)
+        cut = len(ordered) // 4  # interquartile mean: a prefill's die pulse lasts ~10 samples
+        core = ordered[cut : len(ordered) - cut] if cut else ordered
+        gap = max(sum(core) / len(core), c.gap_floor_k)
+        target = max(model.gap_for(goal), c.gap_floor_k)
+        mode = "ladder"
+        if self.prober is not None and tokens_per_second is None:
+            self.prober = None  # nothing to rank the rungs by
+        if self.prober is not None and not self.prober.done:
+            self.prober.add(now, skin_c, aim, gap, tokens_per_second or 0.0)
+            mode = "probe"
+            if self.prober.done:
+                self.frontier = self.prober.frontier(c.min_duty)
+                self.learn_from = now + c.learn_after_probe_s
+                # the die is still at the last (hottest) probe's gap: start from the model's target
+                # and let the gap loop work once the die has settled on the new operating point
+                self.settle_until = now + c.probe_settle_s
+                self.gaps.clear()
+                if self.frontier is not None:
+                    self.position = self.frontier.position(target)
+                    self.command = target
+                    self.applied = -1.0  # positions now live on the frontier: force the first selection
+                    mode = "frontier"
+        elif self.frontier is not None:
+            self._frontier_step(gap, target, 0.0 if settling else dt)
+            mode = "frontier"
+            self._maybe_extend(skin_c, aim, target, now)
+        else:
+            step = min(max(math.log(gap / target), -1.0), 1.0)
+            self.position = min(max(self.position + c.k_gap * step * dt, 0.0), self.path.max_position)
+        predicted = model.steady_skin_c(gap)
+        self.components = Components(
+            skin_c,
+            predicted,
+            slope,
+            predicted - aim,
+            goal - aim,
+            self.gap_integral,
+            self.position,
+            gap,
+            target,
+            model.tau_s,
+            model.ambient_c,
+            mode,
+        )
+        if mode == "probe":
+            return self._set(self.prober.current if self.prober is not None else self.current, now, "probe")
+        return self._select(now)
 
-    def _select(self, depth: float, now: float) -> Decision | None:
+    def _maybe_extend(self, skin: float, aim: float, target: float, now: float) -> None:
+        """At the top of the measured frontier with heat to spare for a minute: measure a hotter rung."""
         c = self.config
-        last = len(self.ladder) - 1
-        rung = self.rung
-        target = min(int(depth), last)
-        reason = ""
-        if target > rung:  # hotter: throttle at once
-            rung, reason = target, "throttle"
-        elif depth < rung - c.release_hysteresis and now - self.rung_since >= c.min_dwell_s:
-            rung, reason = max(target, rung - 1), "release"
-        if rung != self.rung:
-            self.rung, self.rung_since = rung, now
-        frac = max(depth - rung, 0.0)
-        raw = max(1.0 - frac * c.duty_span, c.min_duty) if rung == last or frac < 1 else 1.0
-        duty = min(1.0, max(c.min_duty, round(raw / c.duty_step) * c.duty_step))
-        if not reason and abs(raw - self.duty) < c.duty_step:  # hysteresis on pacing too
-            duty = self.duty
-        if not reason and duty == self.duty:
+        fr, pr = self.frontier, self.prober
+        if fr is None or pr is None or not pr.remaining or skin > aim - c.probe_margin_c:
+            self.spare_since = None
+            return
+        if target < 1.1 * fr.max_gap_k or self.position > 0.0:
+            self.spare_since = None
+            return
+        if self.spare_since is None:
+            self.spare_since = now
+        elif now - self.spare_since >= c.extend_after_s:
+            pr.resume()
+            self.spare_since = None
+
+    def _frontier_step(self, gap: float, target: float, dt: float) -> None:
+        """Integrate the gap error into a gap command; the measured frontier turns it into a position.
+
+        Pure integral (no feedforward of the target through the map): the map's idle end is a guess,
+        and a feedforward through it left a standing error that a slow integral then dragged on for
+        minutes (ripple 0.5 on a hot tuning phone). With the map only setting the loop gain, the
+        measured gap meets the target whatever the map's offset.
+        """
+        c = self.config
+        fr = self.frontier
+        assert fr is not None and self.command is not None
+        error = target - gap
+        self.command += c.ki_gap * error * dt
+        self.command = min(max(self.command, fr.min_gap_k), fr.max_gap_k)  # no wind-up past either end
+        self.gap_integral = self.command - target
+        duty = self.current.duty
+        if duty < 0.9 and not self.current.blend:  # pacing the coolest rung: learn where idle really is
+            coolest = fr.hull[-1].gap_k
+            seen = (gap - duty * coolest) / (1.0 - duty)  # g(d) = idle + d·(g(1) − idle)
+            fr.idle_gap_k += (min(max(seen, 0.0), 0.95 * coolest) - fr.idle_gap_k) * min(
+                dt / c.idle_learn_s, 1.0
+            )
+        self.position = fr.position(self.command)
+
+    def _skin_only_step(self, skin: float, aim: float, slope: float, dt: float) -> None:
+        c = self.config
+        predicted = skin + c.horizon_s * slope
+        error = predicted - aim
+        p = c.kp * error
+        top = self.path.max_position
+        unclamped = p + self.integral + c.ki * error * dt
+        if (0.0 < unclamped < top) or (unclamped >= top and error < 0) or (unclamped <= 0 and error > 0):
+            self.integral += (
+                c.ki * error * dt
+            )  # anti-windup: integrate unless pinned in the error's direction
+        self.integral = min(max(self.integral, -c.kp * 10.0), top)
+        self.position = min(max(p + self.integral, 0.0), top)
+        self.components = Components(
+            skin, predicted, slope, error, p, self.integral, self.position, mode="skin-only"
+        )
+
+    def _select(self, now: float) -> Decision | None:
+        q = self.config.quantum
+        if abs(self.position - self.applied) < self.config.hysteresis:  # hold until a clear step
             return None
-        reason = reason or ("pace_up" if duty < self.duty else "pace_down")
-        self.duty = duty
-        self.current = replace(self.ladder[rung], duty=duty)
+        target = min(round(self.position / q) * q, self.max_depth)
+        if target == self.applied:
+            return None
+        reason = "throttle" if target > self.applied else "release"
+        self.applied = target
+        act = self.frontier.actuation(target) if self.frontier is not None else self.path.actuation(target)
+        return self._set(act, now, reason)
+
+    def _set(self, act: Actuation, now: float, reason: str) -> Decision | None:
+        if act == self.current:
+            return None
+        self.current = act
         comp = self.components
         why = (
             f"{reason}: skin {comp.measured_c:.1f} °C, predicted {comp.predicted_c:.1f} °C "
-            f"vs setpoint {self.setpoint_c:.1f} °C, depth {comp.depth:.2f}"
+            f"vs setpoint {self.setpoint_c:.1f} °C, position {comp.depth:.2f} ({comp.mode})"
         )
-        return Decision(now, self.current, why, comp)
+        return Decision(now, act, why, comp)

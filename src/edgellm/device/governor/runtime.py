@@ -16,7 +16,11 @@ from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy
 from edgellm.device.governor.actuators import Actuators
+from edgellm.device.governor.adpf import PerformanceHint
+from edgellm.device.governor.capabilities import Capability, survey
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
+from edgellm.device.governor.cpufreq_caps import CpufreqCaps, with_frequency_caps
+from edgellm.device.governor.headroom import ThermalHeadroom
 from edgellm.device.governor.ladder import build_ladder
 from edgellm.device.telemetry.battery import BatteryReader
 from edgellm.device.telemetry.source import Reading, TelemetrySource
@@ -55,6 +59,12 @@ class GovernorSnapshot:
     last_decision: str
     last_reason: str
     last_decision_unix: float
+    capabilities: tuple[Capability, ...] = ()
+    mode: str = ""
+    thermal_headroom: float | None = None
+    frontier: str = ""
+    model_tau_s: float = 0.0
+    model_ambient_c: float = 0.0
     rung: int = 0  # ladder position in use (0 = fastest); `cluster` is its label
 
 
@@ -81,13 +91,18 @@ class GovernorRuntime:
             sysfs_root = root
             actuators_allowed = self.phone.profile.cpus
         self.telemetry = TelemetrySource(sysfs_root, proc_root, battery)
+        # What this phone allows beyond affinity and pacing (each reports itself unavailable elsewhere).
+        self.caps = CpufreqCaps(sysfs_root)
+        self.hint = PerformanceHint()
+        self.headroom = ThermalHeadroom()
+        self.headroom_value: float | None = None
         if self.phone is not None:
             # Virtual cores do not exist on this machine: affinity is recorded, not applied.
             self.actuators = Actuators(allowed=actuators_allowed, affinity=lambda cpus: tuple(sorted(cpus)))
             phone = self.phone
             self.actuators.extra_delay = lambda step: step * (phone.slowdown(self.actuators.current) - 1.0)
         else:
-            self.actuators = Actuators()
+            self.actuators = Actuators(hint=self.hint, caps=self.caps)
         self.config = config
         # On the virtual phone the ladder is over its simulated cores with its own MNN thread count.
         self.threads = self.phone.profile.unmanaged_threads if self.phone is not None else threads
@@ -112,6 +127,8 @@ class GovernorRuntime:
         clusters = self.telemetry.cpu.clusters
         if clusters and allowed & {c for cl in clusters for c in cl.cpus}:
             self.ladder = build_ladder(clusters, allowed, self.threads)
+            if self.caps.available:  # rooted: each rung also at a capped frequency
+                self.ladder = with_frequency_caps(self.ladder)
         else:  # no cpufreq topology readable: one rung on whatever we may run on
             cpus = tuple(sorted(allowed))
             self.ladder = [Actuation(self.threads, cpus, cpus, label="all")]
@@ -141,6 +158,9 @@ class GovernorRuntime:
                 await self._task
         if self.telemetry.battery is not None:
             await self.telemetry.battery.close()
+        self.hint.close()
+        if self.caps.available:
+            self.caps.restore()
 
     async def _run(self) -> None:
         last = time.monotonic()
@@ -165,7 +185,17 @@ class GovernorRuntime:
         temp = reading.control_c
         if self.config.policy != GovernorPolicy.THERMAL or temp is None:
             return None
-        decision = self.controller(temp, now)
+        self.headroom_value = self.headroom.read()
+        age = self.actuators.prefill_age_s()
+        scale = self.phone.time_scale if self.phone is not None else 1.0
+        decision = self.controller(
+            temp,
+            now,
+            die_c=reading.soc_c,
+            headroom=self.headroom_value,
+            tokens_per_second=self.actuators.tokens_per_second() if self.busy else 0.0,
+            prefill_age_s=None if age is None else age * scale,
+        )
         if decision is not None:
             self.last = replace(decision, at=time.time())
             self.actuators.set(decision.actuation)
@@ -243,5 +273,20 @@ class GovernorRuntime:
             last_decision=last.actuation.describe() if last is not None else "",
             last_reason=last.reason if last is not None else "",
             last_decision_unix=last.at if last is not None else 0.0,
+            capabilities=survey(
+                self.last_reading,
+                self.telemetry.thermal.skin_trips_c(),
+                self.actuators.allowed,
+                self.caps,
+                self.hint,
+                self.headroom,
+            ),
+            mode=self.controller.components.mode
+            if self.config.policy == GovernorPolicy.THERMAL
+            else self.config.policy,
+            thermal_headroom=self.headroom_value,
+            frontier=self.controller.frontier.describe() if self.controller.frontier is not None else "",
+            model_tau_s=self.controller.components.tau_s,
+            model_ambient_c=self.controller.components.ambient_c,
             rung=act.rung if act is not None else 0,
         )

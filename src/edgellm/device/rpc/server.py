@@ -9,8 +9,11 @@ import grpc
 from grpc_health.v1 import health
 
 from edgellm.common.allocator import tune_for_streaming
+from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
-from edgellm.common.server import Health, bind_and_start, new_server, until_signalled
+from edgellm.common.server import Health, ServerSecurity, bind_and_start, new_server, until_signalled
+from edgellm.common.tls import ServerTls, ensure_self_signed, fingerprint
+from edgellm.common.tokens import daemon_token_path, host_token_path
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.daemon import DaemonCore
 from edgellm.device.core.models import EngineFactory
@@ -33,7 +36,13 @@ class RunningDaemon:
     core: DaemonCore
     health: health.HealthServicer
     port: int
+    security: ServerSecurity
     keep_alive: asyncio.Task[None] | None = None
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token clients must send (None with insecure_loopback)."""
+        return self.security.token
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting, let streams end within grace, then stop the engine."""
@@ -49,17 +58,24 @@ async def start_server(config: DaemonConfig, engine_factory: EngineFactory = Mnn
     `engine_factory` builds the engine for each load: MNN in the product, a fake in RPC tests.
     """
     tune_for_streaming()  # pushes arrive as 1 MiB messages (src/edgellm/common/allocator.py)
-    server = new_server(config.host, config.auth_token, MAX_MESSAGE_BYTES)
+    security = daemon_security(config)
+    server = new_server(config.host, security, MAX_MESSAGE_BYTES)
     core = DaemonCore(config, engine_factory)
     service = DeviceDaemonService(core)
     add_device_service(service, server)
-    health_state = Health(server, SERVICE_NAME)
+    health_state = Health(server, SERVICE_NAME, config.max_health_watchers)
     health_state.set(False)  # NOT_SERVING until a model is loaded
     core.on_model_change(health_state.set)
-    port = await bind_and_start(server, config.host, config.port)
+    port = await bind_and_start(server, config.host, config.port, security.tls)
     core.start()
-    log.info("daemon_listening", host=config.host, port=port)
-    running = RunningDaemon(server, core, health_state.servicer, port)
+    log.info(
+        "daemon_listening",
+        host=config.host,
+        port=port,
+        auth="off (insecure loopback)" if security.insecure_loopback else "token",
+        tls=fingerprint(security.tls.cert.read_text()) if security.tls else "off",
+    )
+    running = RunningDaemon(server, core, health_state.servicer, port, security)
     if config.model is not None:
         try:
             await core.load(config.model)
@@ -70,6 +86,27 @@ async def start_server(config: DaemonConfig, engine_factory: EngineFactory = Mnn
         await core.restore()  # the model loaded before the last shutdown, if any
     running.keep_alive = asyncio.create_task(core.keep_alive())
     return running
+
+
+def daemon_security(config: DaemonConfig) -> ServerSecurity:
+    """The token (explicit, file, or <data_dir>/token made on first start) and TLS the daemon uses."""
+    tls: ServerTls | None = None
+    if config.tls_cert is not None or config.tls_key is not None:
+        if config.tls_cert is None or config.tls_key is None:
+            raise InvalidArgument("--tls-cert and --tls-key go together")
+        tls = ServerTls(config.tls_cert, config.tls_key)
+    elif config.tls_self_signed:
+        names = () if config.host in ("0.0.0.0", "::", "") else (config.host,)
+        tls = ensure_self_signed(config.data_dir / "tls", names)
+    return ServerSecurity.resolve(
+        config.host,
+        token=config.auth_token,
+        token_file=config.auth_token_file,
+        default_token_file=daemon_token_path(config.data_dir),
+        adopt=(host_token_path(),),
+        tls=tls,
+        insecure_loopback=config.insecure_loopback,
+    )
 
 
 async def serve(config: DaemonConfig) -> None:

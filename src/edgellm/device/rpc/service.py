@@ -14,7 +14,8 @@ from edgellm.common.push_manifest import PUSH_STATUS_KEY
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.core.daemon import DaemonCore
 from edgellm.device.rpc import wire
-from edgellm.device.rpc.validation import generation_job
+from edgellm.device.rpc.limits import Slots, idle_limited
+from edgellm.device.rpc.validation import check_id, generation_job
 from edgellm.device.store import StoreStatus
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
@@ -27,6 +28,11 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
 
     def __init__(self, core: DaemonCore) -> None:
         self.core = core
+        cfg = core.config
+        self.push_slots = Slots("pushes", cfg.max_pushes, "wait for one to finish, then push again")
+        self.telemetry_slots = Slots(
+            "telemetry streams", cfg.max_telemetry_streams, "close one (each costs sensor reads)"
+        )
 
     @server_stream
     async def Generate(
@@ -42,6 +48,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         """Cancel a request by id."""
         if not request.request_id:
             raise InvalidArgument("request_id is required")
+        check_id("request_id", request.request_id)
         return device_pb2.CancelResponse(cancelled=self.core.cancel(request.request_id))
 
     @unary
@@ -65,9 +72,10 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         interval_ms = request.interval_ms or 1000
         if interval_ms < MIN_TELEMETRY_INTERVAL_MS:
             raise InvalidArgument(f"interval_ms must be at least {MIN_TELEMETRY_INTERVAL_MS}")
-        while True:
-            yield wire.sample_message(await self.core.telemetry())
-            await asyncio.sleep(interval_ms / 1000)
+        with self.telemetry_slots.take():
+            while True:
+                yield wire.sample_message(await self.core.telemetry())
+                await asyncio.sleep(interval_ms / 1000)
 
     # -- models and artifacts --------------------------------------------------------------------
     @unary
@@ -110,7 +118,9 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
             status = wire.artifact_status_message(st).SerializeToString()
             await context.send_initial_metadata(((PUSH_STATUS_KEY, status),))
 
-        result = await self.core.push(request_iterator, ready)
+        with self.push_slots.take():
+            messages = idle_limited(request_iterator, self.core.config.push_idle_timeout_s, "push")
+            result = await self.core.push(messages, ready)
         art = result.artifact
         return device_pb2.PushArtifactResponse(
             artifact=wire.artifact_info(art, loaded=self.core.is_loaded(art.artifact_id)),

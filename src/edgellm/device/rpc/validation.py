@@ -12,6 +12,7 @@ import math
 import time
 
 from edgellm.common.errors import InvalidArgument
+from edgellm.common.grpc_util import MAX_REQUEST_ID_CHARS
 from edgellm.device.config import DaemonConfig
 from edgellm.device.constrain import load_library
 from edgellm.device.generation import GenerationJob
@@ -23,8 +24,16 @@ MAX_STOP_STRINGS = 16
 MAX_STOP_CHARS = 256
 
 
+def check_id(name: str, value: str) -> None:
+    """Ids are keys of live tables and go into every log line: cap their length (finding S14)."""
+    if len(value) > MAX_REQUEST_ID_CHARS:
+        raise InvalidArgument(f"{name} is {len(value)} characters; at most {MAX_REQUEST_ID_CHARS}")
+
+
 def check_generate(req: device_pb2.GenerateRequest, config: DaemonConfig) -> None:
     """Raise InvalidArgument for a GenerateRequest the daemon cannot run."""
+    check_id("request_id", req.request_id)
+    check_id("session_id", req.session_id)
     if req.prompt and req.messages:
         raise InvalidArgument("give either prompt (raw text) or messages (chat), not both")
     if not req.prompt and not req.messages:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from edgellm.device.artifact import Artifact
 from edgellm.device.constrain import Constraint, ConstraintKind
 from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, TelemetryFrame
-from edgellm.device.generation import Delta, Event, FinishReason, GenerationJob, Stats
+from edgellm.device.decoding import FinishReason, Speculation
+from edgellm.device.generation import Delta, Event, GenerationJob, Stats
 from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
 from edgellm.device.sampler import SamplingConfig
@@ -61,6 +62,9 @@ def job_from(req: device_pb2.GenerateRequest, request_id: str, received_at: floa
         n_keep=req.n_keep,
         received_at=received_at,
         constraint=constraint_from(req.constraint) if req.HasField("constraint") else None,
+        # Why opt-in: MNN's batched verify can flip near-tie tokens, so greedy output may
+        # differ from a plain decode (docs/speculation.md).
+        speculation=Speculation.AUTO if req.speculation == device_pb2.SPECULATION_AUTO else Speculation.OFF,
     )
 
 
@@ -112,6 +116,8 @@ def stats_message(s: Stats) -> device_pb2.GenerateStats:
         queue_ms=s.queue_ms,
         total_ms=s.total_ms,
         constraint_ms=s.constraint_ms,
+        draft_tokens=s.draft_tokens,
+        accepted_draft_tokens=s.accepted_draft_tokens,
     )
 
 
@@ -155,6 +161,21 @@ def status_message(s: DaemonState) -> device_pb2.DaemonStatus:
         kv_window=s.kv_window,
         n_keep=s.n_keep,
         governor=governor_message(s.governor),
+        thread_tuning=device_pb2.ThreadTuning(
+            threads=s.thread_tuning.threads,
+            pinned=s.thread_tuning.pinned,
+            trials=[
+                device_pb2.ThreadTrial(
+                    threads=t.threads,
+                    decode_tokens_per_second=t.decode_tokens_per_second,
+                    prefill_tokens_per_second=t.prefill_tokens_per_second,
+                )
+                for t in s.thread_tuning.trials
+            ],
+            seconds=s.thread_tuning.seconds,
+        ),
+        draft_tokens_total=s.draft_tokens_total,
+        accepted_draft_tokens_total=s.accepted_draft_tokens_total,
     )
     if s.model is not None:
         msg.model.CopyFrom(artifact_info(s.model.artifact, loaded=True))
@@ -176,6 +197,15 @@ def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
         last_decision=g.last_decision,
         last_reason=g.last_reason,
         last_decision_unix=g.last_decision_unix,
+        capabilities=[
+            device_pb2.GovernorCapability(name=c.name, kind=c.kind, live=c.live, detail=c.detail)
+            for c in g.capabilities
+        ],
+        mode=g.mode,
+        thermal_headroom=g.thermal_headroom,
+        frontier=g.frontier,
+        model_tau_s=g.model_tau_s,
+        model_ambient_c=g.model_ambient_c,
         rung=g.rung,
     )
 
@@ -201,6 +231,8 @@ def sample_message(frame: TelemetryFrame) -> device_pb2.TelemetrySample:
         process_cpu_seconds=r.process.cpu_seconds,
         kv_tokens=frame.kv_tokens,
         throttled_seconds=frame.throttled_seconds,
+        draft_tokens_total=frame.draft_tokens_total,
+        accepted_draft_tokens_total=frame.accepted_draft_tokens_total,
     )
     if r.soc_c is not None:
         msg.soc_celsius = r.soc_c

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgellm.device.governor.actuation import Actuation
-from edgellm.device.virtual_phone.profile import Cluster, FirmwareLevel, PhoneProfile
+from edgellm.device.virtual_phone.firmware import Firmware
+from edgellm.device.virtual_phone.profile import Cluster, PhoneProfile
 
 
 @dataclass(frozen=True)
@@ -24,46 +25,59 @@ def thread_speedup(n: float, serial_fraction: float) -> float:
 
 
 class ThermalPlant:
-    """Die (seconds) and skin (minutes) nodes plus a battery node lagging the skin; firmware caps."""
+    """Die (seconds) and skin (minutes) nodes plus a battery node lagging the skin; the thermal engine."""
 
     def __init__(self, profile: PhoneProfile) -> None:
         self.p = profile
         self.die_c = profile.ambient_c
         self.skin_c = profile.ambient_c
         self.battery_c = profile.ambient_c
-        self.level = 0  # number of firmware levels engaged
+        self.firmware = Firmware(profile.firmware)
+        self.cpu_power_w = 0.0  # dynamic power of the last step (the CPU zone's hotspot)
+        self._act_cap: tuple[set[int], float] = (set(), 1.0)  # the actuation's own cap while computing
+        self._speeds: dict[tuple[object, ...], Speeds] = {}  # speeds depend only on act + firmware state
+        self._exponent = sum(cl.power_exponent for cl in profile.clusters) / len(profile.clusters)
+
+    @property
+    def cpu_zone_c(self) -> float:
+        """What the hottest CPU thermal zone reads: the die node plus the hotspot of the busy cores."""
+        return self.die_c + self.p.cpu_sensor_hotspot_k_per_w * self.cpu_power_w
 
     # -- firmware ---------------------------------------------------------------------------------
     @property
-    def engaged(self) -> tuple[FirmwareLevel, ...]:
-        """Firmware levels currently in force."""
-        return self.p.firmware[: self.level]
+    def level(self) -> int:
+        """Monitor levels engaged."""
+        return self.firmware.level
 
     @property
     def throttled(self) -> bool:
-        """Whether any firmware cap is in force."""
-        return self.level > 0
+        """Whether any firmware mitigation is in force."""
+        return self.firmware.throttled
 
-    def update_firmware(self) -> None:
-        """Engage or release levels with hysteresis on the skin temperature."""
-        levels = self.p.firmware
-        while self.level < len(levels) and self.skin_c >= levels[self.level].trip_skin_c:
-            self.level += 1
-        while self.level > 0 and self.skin_c < levels[self.level - 1].clear_skin_c:
-            self.level -= 1
+    @property
+    def shut_down(self) -> bool:
+        """Whether the firmware has powered the phone off (skin past its shutdown threshold)."""
+        return self.firmware.shutdown
+
+    def update_firmware(self, dt: float = 0.0, cpu_power_w: float = 0.0) -> None:
+        """Let the thermal engine sample the skin (dt 0: thresholds only, no allocator step)."""
+        self.firmware.update(self.skin_c, dt, cpu_power_w, self._exponent)
 
     def freq_ghz(self, cluster: Cluster, unthrottled: bool = False) -> float:
-        """Current frequency of a cluster under the firmware caps (the phone runs at max otherwise)."""
-        cap = min((lv.max_freq_ghz for lv in self.engaged), default=cluster.max_freq_ghz)
-        return cluster.max_freq_ghz if unthrottled else min(cluster.max_freq_ghz, cap)
+        """Current frequency of a cluster under the firmware caps and the governor's own scaling_max_freq."""
+        if unthrottled:
+            return cluster.max_freq_ghz
+        cpus, fraction = self._act_cap
+        own = cluster.max_freq_ghz * fraction if cpus & set(cluster.cpus) else cluster.max_freq_ghz
+        return min(self.firmware.cap_ghz(cluster.max_freq_ghz), own)
 
     def isolated(self) -> set[int]:
         """CPUs the firmware has taken away."""
-        return {c for lv in self.engaged for c in lv.isolated_cpus}
+        return self.firmware.isolated(self.p.cpus)
 
     def memory_fraction(self) -> float:
         """Memory bandwidth left by the firmware."""
-        return min((lv.memory_bandwidth_fraction for lv in self.engaged), default=1.0)
+        return self.firmware.memory_fraction()
 
     # -- speed and power --------------------------------------------------------------------------
     def _placement(self, threads: int, cpus: tuple[int, ...], unthrottled: bool) -> list[int]:
@@ -114,6 +128,28 @@ class ThermalPlant:
         compute share x reference core rate / slowest used core rate]: memory-bound decode scales
         sub-linearly with frequency. Prefill is compute-bound: thread factor x core rate.
         """
+        fw = self.firmware
+        key = (
+            act.threads,
+            act.cpus,
+            act.prefill_cpus,
+            act.freq_cap,
+            fw.level,
+            fw.hold_fraction,
+            fw.emergency,
+        )
+        hit = self._speeds.get(key)
+        if hit is None:
+            if len(self._speeds) > 4096:
+                self._speeds.clear()
+            self._act_cap = (set(act.cpus) if act.freq_cap < 1.0 else set(), act.freq_cap)
+            try:
+                hit = self._speeds[key] = self._compute_speeds(act)
+            finally:
+                self._act_cap = (set(), 1.0)
+        return hit
+
+    def _compute_speeds(self, act: Actuation) -> Speeds:
         p = self.p
         n_ref, cpus_ref = p.unmanaged_threads, p.unmanaged_cpus
         ds, ps = p.decode_serial_fraction, p.prefill_serial_fraction
@@ -136,13 +172,26 @@ class ThermalPlant:
             prefill_busy_power_w=self._busy_power(act.threads, act.prefill_cpus),
         )
 
+    def decode_cost(self, act: Actuation) -> tuple[float, float]:
+        """(seconds, joules) of one decode step, averaged over a blend's two operating points."""
+        sp = self.speeds(act)
+        step, energy = 1.0 / sp.decode_tokens_per_second, sp.decode_busy_power_w / sp.decode_tokens_per_second
+        if act.blend > 0 and act.blend_cpus:
+            alt = self.speeds(act.blended())
+            w = act.blend
+            step = (1 - w) * step + w / alt.decode_tokens_per_second
+            energy = (1 - w) * energy + w * alt.decode_busy_power_w / alt.decode_tokens_per_second
+        return step, energy
+
     # -- heat -------------------------------------------------------------------------------------
     def step(self, power_w: float, dt: float) -> None:
         """Advance the thermal nodes by dt seconds at an average power (explicit Euler, dt << die tau)."""
         p = self.p
+        direct = p.static_power_w * p.static_to_skin_fraction  # screen and radios heat the skin, not the die
         q_ds = (self.die_c - self.skin_c) / p.die_to_skin_resistance_k_per_w
         q_sa = (self.skin_c - p.ambient_c) / p.skin_to_ambient_resistance_k_per_w
-        self.die_c += (power_w - q_ds) * dt / p.die_heat_capacity_j_per_k
-        self.skin_c += (q_ds - q_sa) * dt / p.skin_heat_capacity_j_per_k
+        self.die_c += (power_w - direct - q_ds) * dt / p.die_heat_capacity_j_per_k
+        self.skin_c += (q_ds + direct - q_sa) * dt / p.skin_heat_capacity_j_per_k
         self.battery_c += (self.skin_c - self.battery_c) * dt / p.battery_time_constant_s
-        self.update_firmware()
+        self.cpu_power_w = max(power_w - p.static_power_w, 0.0)
+        self.update_firmware(dt, self.cpu_power_w)

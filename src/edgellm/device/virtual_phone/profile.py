@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgellm.device.virtual_phone.firmware import EmergencySpec, FirmwareLevel, FirmwareSpec, HoldSpec
+
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 DEFAULT_PROFILE = "sd8gen3"
 
@@ -22,17 +24,6 @@ class Cluster:
     perf_per_ghz: float  # relative compute per core per GHz (biggest core = 1/max_freq_ghz · 1.0)
     power_w_per_core_at_max: float  # one busy core at max_freq_ghz
     power_exponent: float  # dynamic power ∝ f^k (voltage rises with frequency)
-
-
-@dataclass(frozen=True)
-class FirmwareLevel:
-    """One firmware mitigation step: engaged above trip_skin_c, released below clear_skin_c."""
-
-    trip_skin_c: float
-    clear_skin_c: float
-    max_freq_ghz: float  # cap on every cluster
-    isolated_cpus: tuple[int, ...]  # cores the firmware takes away (Qualcomm "cpu isolation")
-    memory_bandwidth_fraction: float  # DDR/LLCC bandwidth mitigation
 
 
 @dataclass(frozen=True)
@@ -57,7 +48,7 @@ class PhoneProfile:
     battery_time_constant_s: float
     static_power_w: float
     clusters: tuple[Cluster, ...]
-    firmware: tuple[FirmwareLevel, ...]
+    firmware: FirmwareSpec
     decode_tokens_per_second_reference: float  # unmanaged config, no throttling
     decode_memory_fraction: float  # share of a reference decode step bound by memory
     prefill_tokens_per_second_reference: float
@@ -67,6 +58,10 @@ class PhoneProfile:
     unmanaged_threads: int
     unmanaged_cpus: tuple[int, ...]
     workload: Workload
+    trip_points_readable: bool = True  # False: SELinux hides trip_point_*_temp (the governor falls back)
+    static_to_skin_fraction: float = 0.0  # share of static power (screen, radios) heating the skin directly
+    cpu_sensor_hotspot_k_per_w: float = 0.0  # the CPU zone reads die + this × CPU power (a hotspot)
+    cpufreq_writable: bool = False  # rooted: the governor may write scaling_max_freq
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -106,6 +101,40 @@ def _level(d: dict[str, Any]) -> FirmwareLevel:
     return lvl
 
 
+def _firmware(d: dict[str, Any]) -> FirmwareSpec:
+    hold = d.get("hold")
+    em = d.get("emergency")
+    spec = FirmwareSpec(
+        levels=tuple(sorted((_level(x) for x in d["levels"]), key=lambda lv: lv.trip_skin_c)),
+        hold=None
+        if hold is None
+        else HoldSpec(
+            control_skin_c=float(hold["control_skin_c"]),
+            switch_on_skin_c=float(hold["switch_on_skin_c"]),
+            sustainable_power_w=float(hold["sustainable_power_w"]),
+            kp_w_per_k=float(hold.get("kp_w_per_k", 0.6)),
+            ki_w_per_k_s=float(hold.get("ki_w_per_k_s", 0.004)),
+            min_freq_fraction=float(hold.get("min_freq_fraction", 0.25)),
+        ),
+        emergency=None
+        if em is None
+        else EmergencySpec(
+            trip_skin_c=float(em["trip_skin_c"]),
+            clear_skin_c=float(em["clear_skin_c"]),
+            online_cpus=tuple(int(c) for c in em["online_cpus"]),
+            max_freq_ghz=float(em["max_freq_ghz"]),
+        ),
+        shutdown_skin_c=float(d["shutdown_skin_c"]),
+    )
+    if spec.hold is not None and spec.hold.control_skin_c <= spec.hold.switch_on_skin_c:
+        raise ValueError("firmware hold: control_skin_c must be above switch_on_skin_c")
+    if spec.emergency is not None and spec.emergency.clear_skin_c >= spec.emergency.trip_skin_c:
+        raise ValueError("firmware emergency: clear_skin_c must be below trip_skin_c")
+    if spec.shutdown_skin_c <= max(spec.skin_trips_c()[:-1], default=0.0):
+        raise ValueError("firmware: shutdown_skin_c must be the hottest threshold")
+    return spec
+
+
 def profile_from_dict(d: dict[str, Any]) -> PhoneProfile:
     """Build and check a profile from its JSON object."""
     die, skin = d["die"], d["skin"]
@@ -120,7 +149,7 @@ def profile_from_dict(d: dict[str, Any]) -> PhoneProfile:
         battery_time_constant_s=float(d["battery_time_constant_s"]),
         static_power_w=float(d["static_power_w"]),
         clusters=tuple(_cluster(c) for c in d["clusters"]),
-        firmware=tuple(sorted((_level(x) for x in d["firmware_levels"]), key=lambda lv: lv.trip_skin_c)),
+        firmware=_firmware(d["firmware"]),
         decode_tokens_per_second_reference=float(d["decode"]["tokens_per_second_reference"]),
         decode_memory_fraction=float(d["decode"]["memory_bound_fraction"]),
         prefill_tokens_per_second_reference=float(d["prefill"]["tokens_per_second_reference"]),
@@ -130,6 +159,10 @@ def profile_from_dict(d: dict[str, Any]) -> PhoneProfile:
         unmanaged_threads=int(d["unmanaged"]["threads"]),
         unmanaged_cpus=tuple(int(c) for c in d["unmanaged"]["cpus"]),
         workload=Workload(int(d["workload"]["prompt_tokens"]), int(d["workload"]["new_tokens"])),
+        trip_points_readable=bool(d.get("trip_points_readable", True)),
+        static_to_skin_fraction=float(d.get("static_to_skin_fraction", 0.0)),
+        cpu_sensor_hotspot_k_per_w=float(d.get("cpu_sensor_hotspot_k_per_w", 0.0)),
+        cpufreq_writable=bool(d.get("cpufreq_writable", False)),
     )
     known = set(prof.cpus)
     if not set(prof.unmanaged_cpus) <= known:
@@ -152,3 +185,15 @@ def load_profile(name_or_path: str | Path) -> PhoneProfile:
     if not path.exists():
         raise FileNotFoundError(f"no phone profile {name_or_path!r} (shipped: {', '.join(list_profiles())})")
     return profile_from_dict(json.loads(path.read_text()))
+
+
+def warm_case(name: str = "sd8gen3") -> dict[str, Any]:
+    """Issue 18's phone in a case on a warm day: ambient +5 °C, heat capacities ×0.8, resistances ×1.25."""
+    data: dict[str, Any] = json.loads((PROFILE_DIR / f"{name}.json").read_text())
+    data["name"] = f"{name}-warm-case"
+    data["ambient_c"] += 5
+    for node in ("die", "skin"):
+        data[node]["heat_capacity_j_per_k"] *= 0.8
+    data["die"]["thermal_resistance_to_skin_k_per_w"] *= 1.25
+    data["skin"]["thermal_resistance_to_ambient_k_per_w"] *= 1.25
+    return data

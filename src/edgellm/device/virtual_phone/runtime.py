@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgellm.device.governor.actuation import Actuation
+from edgellm.device.virtual_phone.firmware import Firmware
 from edgellm.device.virtual_phone.plant import ThermalPlant
 from edgellm.device.virtual_phone.profile import PhoneProfile
 
@@ -52,14 +53,13 @@ class VirtualPhoneRuntime:
                 self._write(f"{base}/cpu_capacity", str(cl.capacity))
         for i, name in enumerate((DIE_ZONE, SKIN_ZONE, BATTERY_ZONE)):
             self._write(f"sys/class/thermal/thermal_zone{i}/type", name)
-        for j, lv in enumerate(self.profile.firmware):
-            self._write(
-                f"sys/class/thermal/thermal_zone1/trip_point_{j}_temp", str(int(lv.trip_skin_c * 1000))
-            )
+        if self.profile.trip_points_readable:
+            for j, trip in enumerate(self.profile.firmware.skin_trips_c()):
+                self._write(f"sys/class/thermal/thermal_zone1/trip_point_{j}_temp", str(int(trip * 1000)))
 
     def _write_dynamic(self) -> None:
         pl = self.plant
-        for i, value in enumerate((pl.die_c, pl.skin_c, pl.battery_c)):
+        for i, value in enumerate((pl.cpu_zone_c, pl.skin_c, pl.battery_c)):
             self._write(f"sys/class/thermal/thermal_zone{i}/temp", str(round(value * 1000)))
         for cl in self.profile.clusters:
             for cpu in cl.cpus:
@@ -74,19 +74,22 @@ class VirtualPhoneRuntime:
             dt = min(total, 0.25)
             power = self.profile.static_power_w
             if busy:
-                sp = self.plant.speeds(act)
-                step = 1.0 / sp.decode_tokens_per_second
-                power += sp.decode_busy_power_w * step / (step + act.pause_s(step))
+                step, energy = self.plant.decode_cost(act)
+                power += energy / (step + act.pause_s(step))
             self.plant.step(power, dt)
             self.sim_seconds += dt
             total -= dt
         self._write_dynamic()
 
     def slowdown(self, act: Actuation | None) -> float:
-        """How much slower decode runs now than unthrottled at the same operating point (>= 1)."""
-        act = act or self.unmanaged()
-        now = self.plant.speeds(act).decode_tokens_per_second
-        level, self.plant.level = self.plant.level, 0
-        cold = self.plant.speeds(act).decode_tokens_per_second
-        self.plant.level = level
-        return max(cold / now, 1.0)
+        """How much slower the phone decodes now at act than unmanaged and cool (>= 1).
+
+        The real engine runs at its own speed whatever the virtual affinity, so each real step is
+        stretched by this ratio: slower rungs, blends and firmware caps all show in real tok/s
+        (which the governor's start-up probe measures).
+        """
+        now = self.plant.decode_cost(act or self.unmanaged())[0]
+        engine, self.plant.firmware = self.plant.firmware, Firmware(self.profile.firmware)
+        cold = self.plant.decode_cost(self.unmanaged())[0]
+        self.plant.firmware = engine
+        return max(now / cold, 1.0)

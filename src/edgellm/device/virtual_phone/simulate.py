@@ -1,15 +1,24 @@
-"""Run the virtual phone on a simulated clock: continuous chat traffic, governor on or off."""
+"""Run the virtual phone on a simulated clock: chat traffic under the governor, unmanaged, or pinned."""
 
 from __future__ import annotations
 
+import random
+import zlib
 from dataclasses import dataclass, field
 
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
+from edgellm.device.governor.cpufreq_caps import with_frequency_caps
 from edgellm.device.governor.ladder import build_ladder
 from edgellm.device.telemetry.cpu import CoreCluster
 from edgellm.device.virtual_phone.plant import ThermalPlant
 from edgellm.device.virtual_phone.profile import PhoneProfile
+from edgellm.device.virtual_phone.workload import Workload
+
+# Steady state: the second half of a 30-minute run. Skin time constants of the generated phones reach
+# 700 s (R 7.8 K/W × C 91 J/K), so minutes 10-15 can still be the approach to the limit, not a cycle.
+STEADY_FROM_S = 900.0
+RIPPLE_WINDOW_S = 30.0  # a 256-token reply takes 20-50 s: the speed a user sees per reply
 
 
 @dataclass(frozen=True)
@@ -23,7 +32,8 @@ class Sample:
     power_w: float
     rung: int
     pacing_ms: float  # mean sleep between decode steps
-    firmware_level: int
+    firmware_level: int  # Android thermal status 0-6 (0: no mitigation)
+    position: float = 0.0  # the governor's position on the ladder path
 
 
 @dataclass
@@ -31,7 +41,7 @@ class SimResult:
     """Figures of one run (decay: fractional drop of tokens/s from the first minute)."""
 
     profile: str
-    governor: str
+    governor: str  # on | off | pinned
     minutes: float
     mean_tokens_per_second: float
     decay_10min: float | None
@@ -42,30 +52,42 @@ class SimResult:
     p95_ttft_ratio: float
     cold_ttft_ms: float
     p95_ttft_ms: float
-    setpoint_c: float | None
+    setpoint_c: float | None  # the comfort limit the governor uses (and the oracle respects)
     decisions: int
     ttft_ratio_10min: float | None  # TTFT of the first request after 10 minutes over cold TTFT
+    ripple: float | None = None  # (max − min) / mean of 30 s tok/s windows from minute 15 on
+    ripple_from_10min: float | None = None  # the same from minute 10 (reported beside)
+    shutdown_at_s: float | None = None
+    actuation: str = ""  # the pinned actuation, or the last one in force
     tokens_per_second_by_minute: list[float] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         """The JSON object `edgellm simulate --json` prints (without the sample trace)."""
+
+        def r(x: float | None, n: int) -> float | None:
+            return None if x is None else round(x, n)
+
         return {
             "profile": self.profile,
             "governor": self.governor,
             "minutes": self.minutes,
             "mean_tokens_per_second": round(self.mean_tokens_per_second, 3),
-            "decay_10min": None if self.decay_10min is None else round(self.decay_10min, 4),
-            "decay_30min": None if self.decay_30min is None else round(self.decay_30min, 4),
+            "decay_10min": r(self.decay_10min, 4),
+            "decay_30min": r(self.decay_30min, 4),
+            "ripple": r(self.ripple, 4),
+            "ripple_from_10min": r(self.ripple_from_10min, 4),
             "peak_skin_c": round(self.peak_skin_c, 2),
             "peak_die_c": round(self.peak_die_c, 2),
             "throttled_seconds": round(self.throttled_seconds, 1),
+            "shutdown_at_s": r(self.shutdown_at_s, 1),
             "p95_ttft_ratio": round(self.p95_ttft_ratio, 3),
             "cold_ttft_ms": round(self.cold_ttft_ms, 1),
             "p95_ttft_ms": round(self.p95_ttft_ms, 1),
-            "ttft_ratio_10min": None if self.ttft_ratio_10min is None else round(self.ttft_ratio_10min, 3),
+            "ttft_ratio_10min": r(self.ttft_ratio_10min, 3),
             "setpoint_c": self.setpoint_c,
             "decisions": self.decisions,
+            "actuation": self.actuation,
             "tokens_per_second_by_minute": [round(x, 3) for x in self.tokens_per_second_by_minute],
         }
 
@@ -76,8 +98,25 @@ def profile_clusters(profile: PhoneProfile) -> list[CoreCluster]:
 
 
 def skin_trips(profile: PhoneProfile) -> list[float]:
-    """Skin trip points the phone publishes (trip_point_*_temp of its skin zone)."""
-    return [lv.trip_skin_c for lv in profile.firmware]
+    """Skin trip points the governor can read (trip_point_*_temp of the skin zone; none if hidden)."""
+    return profile.firmware.skin_trips_c() if profile.trip_points_readable else []
+
+
+def comfort_limit(profile: PhoneProfile, config: GovernorConfig | None = None) -> float:
+    """The comfort limit the governor uses on this phone (the oracle's constraint too)."""
+    return (config or GovernorConfig()).resolve_setpoint(skin_trips(profile))
+
+
+def phone_ladder(profile: PhoneProfile) -> list[Actuation]:
+    """The governor's ladder on this phone: build_ladder on its topology, with capped rungs if rooted."""
+    ladder = build_ladder(profile_clusters(profile), set(profile.cpus), profile.unmanaged_threads)
+    return with_frequency_caps(ladder) if profile.cpufreq_writable else ladder
+
+
+def unmanaged(profile: PhoneProfile) -> Actuation:
+    """What MNN runs without a governor: power=high on the profile's fastest cores."""
+    cpus = tuple(sorted(profile.unmanaged_cpus))
+    return Actuation(profile.unmanaged_threads, cpus, cpus, label="unmanaged")
 
 
 def _p95(values: list[float]) -> float:
@@ -85,68 +124,45 @@ def _p95(values: list[float]) -> float:
     return s[min(len(s) - 1, max(0, round(0.95 * (len(s) - 1))))]
 
 
-class Workload:
-    """Back-to-back requests: prefill a prompt, decode new_tokens, repeat."""
-
-    def __init__(self, prompt_tokens: int, new_tokens: int) -> None:
-        self.prompt_tokens, self.new_tokens = prompt_tokens, new_tokens
-        self.prefill_left = float(prompt_tokens)
-        self.decode_left = 0.0
-        self.ttft_acc = 0.0
-        self.ttfts: list[float] = []
-        self.ttft_times: list[float] = []  # simulated time each first token came out
-        self.now = 0.0
-
-    def advance(self, plant: ThermalPlant, act: Actuation, dt: float) -> tuple[float, float]:
-        """Run dt seconds; return (tokens decoded, energy in joules above static)."""
-        sp = plant.speeds(act)
-        left, tokens, energy = dt, 0.0, 0.0
-        while left > 1e-12:
-            if self.prefill_left > 0:
-                need = self.prefill_left / sp.prefill_tokens_per_second
-                s = min(need, left)
-                self.prefill_left -= s * sp.prefill_tokens_per_second
-                self.ttft_acc += s
-                energy += s * sp.prefill_busy_power_w
-                left -= s
-                if self.prefill_left <= 1e-9:
-                    self.prefill_left = 0.0
-                    self.ttfts.append(self.ttft_acc)
-                    self.ttft_times.append(self.now + (dt - left))
-                    self.decode_left = float(self.new_tokens)
-                continue
-            step = 1.0 / sp.decode_tokens_per_second
-            period = step + act.pause_s(step)
-            s = min(self.decode_left * period, left)
-            n = s / period
-            tokens += n
-            energy += n * step * sp.decode_busy_power_w
-            self.decode_left -= n
-            left -= s
-            if self.decode_left <= 1e-9:
-                self.prefill_left, self.ttft_acc = float(self.prompt_tokens), 0.0
-        return tokens, energy
+def ripple(
+    samples: list[Sample], start_s: float = STEADY_FROM_S, window_s: float = RIPPLE_WINDOW_S
+) -> float | None:
+    """(max − min) / mean of tok/s averaged over consecutive windows from start_s on."""
+    late = [s for s in samples if s.t_s > start_s]
+    if not late:
+        return None
+    per = max(1, round(window_s / max(late[1].t_s - late[0].t_s, 1e-9))) if len(late) > 1 else 1
+    means = [
+        sum(s.tokens_per_second for s in late[i : i + per]) / per for i in range(0, len(late) - per + 1, per)
+    ]
+    avg = sum(means) / len(means) if means else 0.0
+    return (max(means) - min(means)) / avg if avg > 0 else None
 
 
 def simulate(
     profile: PhoneProfile,
     minutes: float,
-    governor: bool,
+    governor: bool = True,
     config: GovernorConfig | None = None,
     dt: float = 0.25,
     control_period_s: float = 1.0,
     sensor_resolution_c: float = 0.1,
+    sensor_noise_c: float = 0.05,
+    pinned: Actuation | None = None,
+    die_sensor: bool = True,
 ) -> SimResult:
-    """Simulate minutes of continuous generation; the real ThermalController decides when governor is on."""
+    """Simulate minutes of continuous generation: the real ThermalController, unmanaged, or pinned.
+
+    The controller reads the skin and the hottest CPU zone as the phone reports them: quantised to
+    sensor_resolution_c with Gaussian noise sensor_noise_c (seeded by the profile's name).
+    """
     cfg = config or GovernorConfig()
     plant = ThermalPlant(profile)
-    ladder = build_ladder(profile_clusters(profile), set(profile.cpus), profile.unmanaged_threads)
-    fastest = ladder[0]
-    if tuple(sorted(profile.unmanaged_cpus)) != fastest.cpus:  # unmanaged = what MNN's power=high picks
-        fastest = Actuation(profile.unmanaged_threads, tuple(sorted(profile.unmanaged_cpus)), fastest.cpus)
-    setpoint = cfg.resolve_setpoint(skin_trips(profile)) if governor else None
-    ctl = ThermalController(cfg, ladder, setpoint) if setpoint is not None else None
-    act = ladder[0] if ctl is not None else fastest
+    rng = random.Random(zlib.crc32(profile.name.encode()))
+    setpoint = comfort_limit(profile, cfg)
+    ctl = ThermalController(cfg, phone_ladder(profile), setpoint) if governor and pinned is None else None
+    act = pinned if pinned is not None else (ctl.current if ctl is not None else unmanaged(profile))
+    mode = "pinned" if pinned is not None else ("on" if ctl is not None else "off")
     work = Workload(profile.workload.prompt_tokens, profile.workload.new_tokens)
     steps = round(minutes * 60 / dt)
     per_control = max(1, round(control_period_s / dt))
@@ -154,13 +170,21 @@ def simulate(
     samples: list[Sample] = []
     minute_tokens = [0.0] * int(-(-minutes // 1))
     total_tokens = throttled = 0.0
+    shutdown_at: float | None = None
     peak_skin = peak_die = profile.ambient_c
     acc_tokens = acc_energy = 0.0
+    last_tps = 0.0  # decode rate over the last control period, as the actuators measure it
+
+    def sense(value: float) -> float:
+        noisy = value + rng.gauss(0.0, sensor_noise_c) if sensor_noise_c > 0 else value
+        return round(noisy / sensor_resolution_c) * sensor_resolution_c
+
     for i in range(steps):
         t = i * dt
         if ctl is not None and i % per_control == 0:
-            reading = round(plant.skin_c / sensor_resolution_c) * sensor_resolution_c
-            d = ctl(reading, t)
+            die = sense(plant.cpu_zone_c) if die_sensor else None
+            age = None if work.last_prefill_s is None else t - work.last_prefill_s
+            d = ctl(sense(plant.skin_c), t, die_c=die, tokens_per_second=last_tps, prefill_age_s=age)
             if d is not None:
                 decisions.append(d)
                 act = d.actuation
@@ -169,6 +193,8 @@ def simulate(
         power = profile.static_power_w + energy / dt
         throttled += dt if plant.throttled else 0.0
         plant.step(power, dt)
+        if plant.shut_down and shutdown_at is None:
+            shutdown_at = t + dt
         total_tokens += tokens
         minute_tokens[min(int(t // 60), len(minute_tokens) - 1)] += tokens
         peak_skin, peak_die = max(peak_skin, plant.skin_c), max(peak_die, plant.die_c)
@@ -176,6 +202,7 @@ def simulate(
         acc_energy += power * dt
         if (i + 1) % per_control == 0:
             span = per_control * dt
+            step_s = plant.decode_cost(act)[0]
             samples.append(
                 Sample(
                     t + dt,
@@ -184,10 +211,12 @@ def simulate(
                     acc_tokens / span,
                     acc_energy / span,
                     act.rung,
-                    act.pause_s(1.0 / plant.speeds(act).decode_tokens_per_second) * 1000.0,
-                    plant.level,
+                    act.pause_s(step_s) * 1000.0,
+                    plant.firmware.status,
+                    ctl.position if ctl is not None else 0.0,
                 )
             )
+            last_tps = acc_tokens / span
             acc_tokens = acc_energy = 0.0
     by_minute = [x / 60.0 for x in minute_tokens]
     first = by_minute[0] if by_minute else 0.0
@@ -199,7 +228,7 @@ def simulate(
     cold = ttfts[0]
     return SimResult(
         profile=profile.name,
-        governor="on" if governor else "off",
+        governor=mode,
         minutes=minutes,
         mean_tokens_per_second=total_tokens / (steps * dt),
         decay_10min=decay(10),
@@ -217,6 +246,10 @@ def simulate(
         )
         if cold > 0
         else None,
+        ripple=ripple(samples),
+        ripple_from_10min=ripple(samples, 600.0),
+        shutdown_at_s=shutdown_at,
+        actuation=act.describe(),
         tokens_per_second_by_minute=by_minute,
         samples=samples,
     )

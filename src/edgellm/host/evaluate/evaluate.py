@@ -40,11 +40,17 @@ class EvalConfig:
     stride: int = 256
 
     def text(self) -> str:
-        """The evaluation text."""
+        """The evaluation text: never past the held-out slice's first article (``corpus``)."""
+        from edgellm.host.evaluate.corpus import HELDOUT_FROM, articles
+
         path = self.text_file or data_dir() / EVAL_FILE
         if not path.is_file():
             raise FileNotFoundError(f"evaluation text {path} missing (set EDGELLM_DATA_DIR)")
-        return path.read_text(encoding="utf-8")[: self.tokens * 16]
+        text = path.read_text(encoding="utf-8")
+        arts = articles(text)
+        if len(arts) > HELDOUT_FROM:  # WikiText-2 test: quick checks read the dev slice only
+            text = "\n".join(arts[:HELDOUT_FROM])
+        return text[: self.tokens * 16]
 
 
 def take_tokens(ids: list[int], n: int) -> list[int]:

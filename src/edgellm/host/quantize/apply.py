@@ -96,7 +96,7 @@ def quantize_model(
             k.removeprefix(prefix): v for k, v in specs.items() if k.startswith(prefix)
         }
         if hidden is not None:
-            scales += _awq_layer(adapter, model, layer, hidden, spec, prefix)
+            scales += _awq_layer(adapter, model, layer, hidden, spec, prefix, plan.awq_duo)
             gptq = {s: GPTQ(_linear(layer, s)) for s, v in spec.items() if v.method == "gptq"}
             if gptq:
                 # Linears in one sequential group read the same input: accumulate one Hessian each.
@@ -113,7 +113,9 @@ def quantize_model(
         for short, v in spec.items():
             lin = _linear(layer, short)
             if short in gptq:
-                q = gptq[short].quantize(v.bits, v.block, act_order=plan.gptq_act_order)
+                q = gptq[short].quantize(
+                    v.bits, v.block, act_order=plan.gptq_act_order, clip_search=plan.gptq_grid == "mse"
+                )
                 gptq[short].free()
             else:
                 q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=v.method == "awq")
@@ -140,6 +142,7 @@ def _awq_layer(
     hidden: torch.Tensor,
     spec: dict[str, LayerSpec],
     prefix: str,
+    duo: bool = False,
 ) -> list[AwqScale]:
     """Search and fold AWQ scales for the groups of one layer whose linears use AWQ."""
     searches: dict[int, AwqSearch] = {}
@@ -159,7 +162,7 @@ def _awq_layer(
     for gi, search in searches.items():
         group = adapter.scale_groups[gi]
         first = spec[group.linears[0]]
-        s, ratio, loss, base = search.search(first.bits, first.block)
+        s, ratio, loss, base = search.search(first.bits, first.block, duo=duo)
         search.free()
         apply_scale(layer.get_submodule(group.prev), search.linears, s)
         results.append(

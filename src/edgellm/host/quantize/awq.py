@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from edgellm.host.quantize.grid import check_finite, rtn_quantize
+from edgellm.host.quantize.grid import block_size, check_finite, rtn_quantize
 
 
 @dataclass(frozen=True)
@@ -46,18 +46,31 @@ class AwqSearch:
         if kept < self.max_tokens:
             self.inputs.append(x[: self.max_tokens - kept].clone())
 
-    def search(self, bits: int, block: int, n_grid: int = 20) -> tuple[torch.Tensor, float, float, float]:
-        """Grid-search ``s = mean|x|^α`` (α in [0, 1)) minimising the group's output error."""
+    def search(
+        self, bits: int, block: int, n_grid: int = 20, duo: bool = False
+    ) -> tuple[torch.Tensor, float, float, float]:
+        """Grid-search the scales minimising the group's output error.
+
+        Plain: ``s = mean|x|^α``, α = k/n (llm-awq). ``duo``: ``s = mean|x|^α / mean|ŵ|^(1−α)``
+        with ``ŵ`` each weight over its block's max magnitude, α = k/(n−2) in [0, 1] plus the
+        identity (llmcompressor's ``duo_scaling=True`` grid, same number of points).
+        """
         x = torch.cat(self.inputs)  # [n, ic]
         x_mean = self.abs_sum / max(self.count, 1)  # [ic]
         weights = [lin.weight.detach().to(torch.float32) for lin in self.linears]
         w_all = torch.cat(weights)  # [sum oc, ic]
         ref = x @ w_all.t()  # [n, sum oc]
+        grid = [(k / n_grid, False) for k in range(n_grid)]
+        if duo:
+            w_mean = _block_normalised_mean(w_all, block)
+            grid = [(0.0, False)] + [(k / (n_grid - 2), True) for k in range(n_grid - 1)]
         best = (float("inf"), 0.0, torch.ones_like(x_mean))
         base = float("nan")
-        for k in range(n_grid):
-            ratio = k / n_grid
-            s = x_mean.pow(ratio).clamp(min=1e-4)
+        for k, (ratio, use_w) in enumerate(grid):
+            s = x_mean.pow(ratio)
+            if use_w:
+                s = s / (w_mean.pow(1 - ratio) + 1e-4)
+            s = s.clamp(min=1e-4)
             s = s / (s.max() * s.min()).sqrt()
             wq = rtn_quantize(w_all * s, bits, block).dequantize() / s
             loss = float((x @ wq.t() - ref).pow(2).mean())
@@ -71,6 +84,14 @@ class AwqSearch:
     def free(self) -> None:
         """Drop the cached activations."""
         self.inputs = []
+
+
+def _block_normalised_mean(w: torch.Tensor, block: int) -> torch.Tensor:
+    """Per input channel, the mean over rows of ``|w|`` divided by its block's max ``|w|`` [ic]."""
+    oc, ic = w.shape
+    bs = block_size(ic, block)
+    a = w.abs().reshape(oc, ic // bs, bs)
+    return (a / (a.amax(dim=-1, keepdim=True) + 1e-6)).reshape(oc, ic).mean(dim=0)
 
 
 @torch.no_grad()

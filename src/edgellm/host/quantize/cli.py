@@ -28,7 +28,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "quantize", help="quantize a model (RTN/AWQ/GPTQ, plans, auto budget) to an MNN artifact"
     )
     p.add_argument("--model", default="default", help="'default' (embedded SmolLM2) or an HF checkpoint dir")
-    p.add_argument("--method", choices=("rtn", "awq", "gptq"), default=None, help="default gptq")
+    p.add_argument(
+        "--method",
+        choices=("rtn", "awq", "gptq"),
+        default=None,
+        help="default gptq (also auto's base); awq is not shown to beat rtn on SmolLM2's decode path "
+        "(an independent evaluation measured it 6%% worse; docs/benchmarks.md), so no default or "
+        "preset picks it",
+    )
     p.add_argument("--bits", type=int, choices=(4, 8), default=None, help="default 4 (8 for --plan int8)")
     p.add_argument(
         "--block", type=int, default=None, help="block size along the input (0 = per channel; default 64)"
@@ -117,9 +124,10 @@ def report(result: dict[str, Any]) -> str:
         ]
     ev = result["evaluation"]
     lines.append(table(ev["results"]))
-    lines.append(f"perplexity: {protocol(ev)}; mnn = the artifact through MNN's prefill path")
+    lines.append(f"perplexity over the {protocol(ev)}; mnn = the artifact through MNN's prefill path")
     lines.append(
         f"{result['artifact']}: {result['size_bytes'] / 1e6:.1f} MB, "
-        f"quantized in {result['seconds']['quantize']:.0f} s, built in {result['seconds']['total']:.0f} s"
+        f"quantized in {result['seconds']['quantize']:.0f} s, built in {result['seconds']['total']:.0f} s; "
+        f"both paths with 95% intervals: edgellm eval {result['artifact']}"
     )
     return "\n".join(lines)

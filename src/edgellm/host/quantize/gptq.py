@@ -8,6 +8,7 @@ Lifecycle: ``add_batch`` (accumulate the Hessian from a linear's inputs) -> ``qu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -35,38 +36,85 @@ class GPTQ:
         self.hessian += x.t() @ x
 
     def quantize(
-        self, bits: int, block: int, percdamp: float = 0.01, lazy_block: int = 128, act_order: bool = False
+        self,
+        bits: int,
+        block: int,
+        percdamp: float = 0.01,
+        lazy_block: int = 128,
+        act_order: bool = False,
+        clip_search: bool = True,
     ) -> QuantizedWeight:
-        """Quantize the layer's weight; groups get their grid from the error-updated weights.
+        """Quantize the layer's weight on MNN's block grid with GPTQ's error feedback.
 
-        With ``act_order`` columns go in order of decreasing Hessian diagonal and every block keeps
-        a static grid computed up front (GPTQ's ``static_groups``), so blocks stay contiguous.
+        Without ``act_order`` columns go left to right and each block gets its grid from the
+        error-updated weights when the sweep reaches it. With ``act_order`` columns go in order of
+        decreasing Hessian diagonal and every block keeps a static grid computed up front from the
+        original weights (GPTQ's ``static_groups``), so blocks stay contiguous for MNN.
+        ``clip_search`` picks each block's range by weight MSE; without it the range is min..max.
         """
-        assert self.hessian is not None, "quantize after free"
-        if act_order:
-            return self._quantize_act_order(bits, block, percdamp, lazy_block)
         w = self.layer.weight.detach().to(torch.float32).clone()  # [oc, ic]
         oc, ic = w.shape
         group = block_size(ic, block)
+        h = self._dead_columns_fixed(w)
+        n_blocks = ic // group
+        scale = torch.zeros(oc, n_blocks)
+        zero = torch.zeros(oc, n_blocks)
+        if act_order:
+            static = rtn_quantize(w, bits, group, clip_search=clip_search)
+            scale, zero = static.scale, static.zero
+            order = torch.argsort(torch.diag(h), descending=True)
+        else:
+            order = torch.arange(ic)
+
+        def grid(col: int, current: torch.Tensor) -> None:
+            """Set block ``col // group``'s grid (dynamic mode: from ``current`` [oc, group])."""
+            g = rtn_quantize(current, bits, 0, clip_search=clip_search)
+            scale[:, col // group] = g.scale[:, 0]
+            zero[:, col // group] = g.zero[:, 0]
+
+        codes = self._sweep(
+            w, h, order, bits, group, None if act_order else grid, scale, zero, percdamp, lazy_block
+        )
+        check_finite(scale, "GPTQ scales")
+        return QuantizedWeight(codes=codes, scale=scale, zero=zero, bits=bits, block=group)
+
+    def _dead_columns_fixed(self, w: torch.Tensor) -> torch.Tensor:
+        """The Hessian with never-active input columns made harmless (their weights zeroed in ``w``)."""
+        assert self.hessian is not None, "quantize after free"
         h = self.hessian.clone()
         dead = torch.diag(h) == 0
         h[dead, dead] = 1
         w[:, dead] = 0
-        damp = percdamp * torch.mean(torch.diag(h))
-        h += torch.eye(ic) * damp
+        return h
+
+    @staticmethod
+    def _sweep(
+        w: torch.Tensor,
+        h: torch.Tensor,
+        order: torch.Tensor,
+        bits: int,
+        group: int,
+        grid: Callable[[int, torch.Tensor], None] | None,
+        scale: torch.Tensor,
+        zero: torch.Tensor,
+        percdamp: float,
+        lazy_block: int,
+    ) -> torch.Tensor:
+        """GPTQ's column sweep in ``order``; ``grid(col, weights)`` sets a block's grid on reaching it.
+
+        Rounding and error feedback use MNN's own dequantization ``(u - offset)·scale + zero``.
+        """
+        oc, ic = w.shape
+        w = w[:, order]
+        h = h[order][:, order]
+        h += torch.eye(ic) * (percdamp * torch.mean(torch.diag(h)))
         # Upper Cholesky factor of H^-1, as in the reference implementation.
         hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
         check_finite(hinv, "GPTQ inverse Hessian")
-
         codes = torch.zeros(oc, ic, dtype=torch.uint8)
-        n_blocks = ic // group
-        scale = torch.zeros(oc, n_blocks)
-        zero = torch.zeros(oc, n_blocks)
         offset = 1 << (bits - 1)
         levels = (1 << bits) - 1
-        lo = torch.zeros(oc)
-        sc = torch.ones(oc)
-        # Lazy batches hold whole groups so a group's grid sees its updated weights.
+        # Lazy batches hold whole groups so a dynamic grid sees its block's updated weights.
         lazy = max(group, (lazy_block // group) * group)
         for i1 in range(0, ic, lazy):
             i2 = min(i1 + lazy, ic)
@@ -74,63 +122,19 @@ class GPTQ:
             err1 = torch.zeros_like(w1)
             hinv1 = hinv[i1:i2, i1:i2]
             for i in range(i2 - i1):
-                col = i1 + i
-                if col % group == 0:
-                    # Grid for this block: MSE-searched range of the current (updated) weights.
-                    g = rtn_quantize(w1[:, i : i + group], bits, 0, clip_search=True)
-                    sc = g.scale[:, 0]
-                    lo = g.zero[:, 0] - offset * sc
-                    scale[:, col // group] = sc
-                    zero[:, col // group] = g.zero[:, 0]
+                col = int(order[i1 + i])
+                if grid is not None and col % group == 0:
+                    grid(col, w1[:, i : i + group])
+                sc, zr = scale[:, col // group], zero[:, col // group]
+                lo = zr - offset * sc
                 wc = w1[:, i]
                 u = torch.clamp(torch.round((wc - lo) / sc), 0, levels)
-                q = (u - offset) * sc + (lo + offset * sc)
                 codes[:, col] = u.to(torch.uint8)
-                d = hinv1[i, i]
-                e = (wc - q) / d
+                e = (wc - ((u - offset) * sc + zr)) / hinv1[i, i]
                 w1[:, i:] -= e.unsqueeze(1) @ hinv1[i, i:].unsqueeze(0)
                 err1[:, i] = e
             w[:, i2:] -= err1 @ hinv[i1:i2, i2:]
-        check_finite(scale, "GPTQ scales")
-        return QuantizedWeight(codes=codes, scale=scale, zero=zero, bits=bits, block=group)
-
-    def _quantize_act_order(self, bits: int, block: int, percdamp: float, lazy_block: int) -> QuantizedWeight:
-        assert self.hessian is not None
-        w = self.layer.weight.detach().to(torch.float32).clone()  # [oc, ic]
-        oc, ic = w.shape
-        group = block_size(ic, block)
-        h = self.hessian.clone()
-        dead = torch.diag(h) == 0
-        h[dead, dead] = 1
-        w[:, dead] = 0
-        grid = rtn_quantize(w, bits, group, clip_search=True)  # static per-block grids
-        offset = 1 << (bits - 1)
-        levels = (1 << bits) - 1
-        lo_all = grid.zero - offset * grid.scale  # [oc, nb]
-        perm = torch.argsort(torch.diag(h), descending=True)
-        w = w[:, perm]
-        h = h[perm][:, perm]
-        h += torch.eye(ic) * (percdamp * torch.mean(torch.diag(h)))
-        hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
-        check_finite(hinv, "GPTQ inverse Hessian")
-        codes = torch.zeros(oc, ic, dtype=torch.uint8)
-        for i1 in range(0, ic, lazy_block):
-            i2 = min(i1 + lazy_block, ic)
-            w1 = w[:, i1:i2].clone()
-            err1 = torch.zeros_like(w1)
-            hinv1 = hinv[i1:i2, i1:i2]
-            for i in range(i2 - i1):
-                col = int(perm[i1 + i])
-                sc, lo = grid.scale[:, col // group], lo_all[:, col // group]
-                wc = w1[:, i]
-                u = torch.clamp(torch.round((wc - lo) / sc), 0, levels)
-                q = u * sc + lo
-                codes[:, col] = u.to(torch.uint8)
-                e = (wc - q) / hinv1[i, i]
-                w1[:, i:] -= e.unsqueeze(1) @ hinv1[i, i:].unsqueeze(0)
-                err1[:, i] = e
-            w[:, i2:] -= err1 @ hinv[i1:i2, i2:]
-        return QuantizedWeight(codes=codes, scale=grid.scale, zero=grid.zero, bits=bits, block=group)
+        return codes
 
     def free(self) -> None:
         """Drop the Hessian."""

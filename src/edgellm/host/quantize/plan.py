@@ -20,6 +20,7 @@ from edgellm.host.evaluate.evaluate import is_evaluation_text
 METHODS = ("rtn", "gptq", "awq")
 BITS = (4, 8)
 PRESETS = ("int4", "int8", "mixed", "auto")
+GPTQ_GRIDS = ("mse", "minmax")
 # Defaults of `edgellm quantize` and of HostService.Quantize alike (plan_from_spec applies them).
 DEFAULT_METHOD = "gptq"
 DEFAULT_BITS = 4
@@ -73,6 +74,10 @@ class QuantPlan:
     kv_cache: str = "fp"
     calibration: Calibration = field(default_factory=Calibration)
     gptq_act_order: bool = True  # GPTQ column order by Hessian diagonal, static block grids
+    # GPTQ block ranges: "minmax" (as llmcompressor; better on the decode path, docs/benchmarks.md)
+    # or "mse" (the clipping search RTN uses: error feedback pushes later columns past a clipped range)
+    gptq_grid: str = "minmax"
+    awq_duo: bool = False  # AWQ scales from activations and weights (llmcompressor's duo scaling)
 
     def spec_for(self, name: str) -> LayerSpec:
         """The resolved spec for module ``name``."""
@@ -170,6 +175,8 @@ def plan_from_json(doc: Any) -> QuantPlan:
         rules.append(LayerRule(**raw))
     _check(doc.get("lm_head_bits", 8) in (4, 8), "lm_head_bits must be 4 or 8")
     _check_spec("lm_head", doc.get("lm_head_bits"), doc.get("lm_head_block"), None)
+    _check(doc.get("gptq_grid", "minmax") in GPTQ_GRIDS, f"gptq_grid must be one of {GPTQ_GRIDS}")
+    _check(isinstance(doc.get("awq_duo", False), bool), "awq_duo must be true or false")
     kv = doc.get("kv_cache", "fp")
     _check(kv in KV_CACHE_MODES, f"kv_cache must be one of {sorted(KV_CACHE_MODES)}, got {kv!r}")
     calib_raw = doc.get("calibration", {})

@@ -1,0 +1,195 @@
+"""Speculative decoding, side by side in one run: edgellm plain vs speculative, and llama.cpp plain vs
+its prompt-lookup decoding, on the grounded and open prompt sets (tune and held-out rows apart).
+
+edgellm runs in this process through `run_generation` (the daemon's own loop: template, sampler,
+drafting, UTF-8; gRPC adds nothing measurable, bench/bench_daemon.py). llama.cpp runs in a child
+process from the llama-cpp-python venv (bench/llama_spec_runner.py) on the same GGUF the artifact
+was converted from, with the same threads. Modes alternate per prompt so drift in machine load
+hits both sides alike. Results: JSON (--out) and a markdown summary on stdout.
+
+Usage: python bench/bench_spec.py --artifact .cache/artifacts/default \
+         [--llama-python /work/bench-venvs/llama-cpp/bin/python] [--max-new 96] [--temperatures 0,0.8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from edgellm.device.artifact import open_artifact
+from edgellm.device.decoding import CALIBRATION_TEXT, Speculation, measure_forward_costs
+from edgellm.device.drafting import ForwardCosts
+from edgellm.device.engine.config import EngineConfig
+from edgellm.device.engine.mnn import MnnEngine
+from edgellm.device.generation import Delta, Event, GenerationJob, run_generation
+from edgellm.device.kv_cache import KvCache
+from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.sampler import SamplingConfig
+
+PROMPTS = Path(__file__).parent / "prompts"
+SETS = ("grounded", "open")
+
+
+def load_set(name: str) -> list[dict[str, str]]:
+    """One checked-in prompt set."""
+    return [json.loads(line) for line in (PROMPTS / f"spec_{name}.jsonl").read_text().splitlines()]
+
+
+def edgellm_run(
+    cache: KvCache, prompt: str, spec: Speculation, temperature: float, max_new: int, seed: int
+) -> dict[str, Any]:
+    """One generation through the daemon's loop; its stats and tokens."""
+    tokens: list[int] = []
+
+    def emit(event: Event) -> None:
+        if isinstance(event, Delta):
+            tokens.extend(event.token_ids)
+
+    sampling = SamplingConfig(temperature=temperature, seed=seed)
+    job = GenerationJob("bench", None, (("user", prompt),), max_new, sampling, speculation=spec)
+    done = run_generation(cache, job, emit, threading.Event())
+    s = done.stats
+    return {
+        "tps": s.decode_tokens_per_second,
+        "tokens": tokens,
+        "drafted": s.draft_tokens,
+        "accepted": s.accepted_draft_tokens,
+        "ttft_ms": s.ttft_ms,
+    }
+
+
+def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dict[str, Any]]:
+    """Every prompt of both sets, plain and speculative alternating, per temperature."""
+    engine = MnnEngine(
+        open_artifact(args.artifact), EngineConfig(threads=args.threads, draft_max=args.draft_max)
+    )
+    engine.load()
+    engine.warm_up(256)
+    costs = ForwardCosts()
+    measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
+    print(
+        "forward costs (ms):", {k: round(v * 1000, 1) for k, v in sorted(costs.seconds.items())}, flush=True
+    )
+    cache = KvCache(engine, WindowPolicy(), costs=costs)
+    rows = []
+    for name in SETS:
+        for i, p in enumerate(load_set(name)):
+            if args.split and p["split"] != args.split:
+                continue
+            for t in temperatures:
+                seed = 1000 + i
+                plain = edgellm_run(cache, p["prompt"], Speculation.OFF, t, args.max_new, seed)
+                spec = edgellm_run(cache, p["prompt"], Speculation.AUTO, t, args.max_new, seed)
+                row = {
+                    "set": name,
+                    "split": p["split"],
+                    "kind": p["kind"],
+                    "index": i,
+                    "temperature": t,
+                    "plain_tps": plain["tps"],
+                    "spec_tps": spec["tps"],
+                    "drafted": spec["drafted"],
+                    "accepted": spec["accepted"],
+                    "tokens": len(plain["tokens"]),
+                    "identical": plain["tokens"] == spec["tokens"],
+                }
+                rows.append(row)
+                print(
+                    json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}),
+                    flush=True,
+                )
+    return rows
+
+
+def run_llama(args: argparse.Namespace, temperatures: list[float]) -> list[dict[str, Any]]:
+    """The llama.cpp side in its own venv; one JSON line per prompt and temperature."""
+    cmd = [
+        str(args.llama_python),
+        str(Path(__file__).parent / "llama_spec_runner.py"),
+        "--threads",
+        str(args.threads),
+        "--max-new",
+        str(args.max_new),
+        "--temperatures",
+        ",".join(str(t) for t in temperatures),
+        "--prompts",
+        str(PROMPTS),
+    ]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"llama.cpp runner failed ({done.returncode}): {done.stderr[-2000:]}", flush=True)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def summarise(edge: list[dict[str, Any]], llama: list[dict[str, Any]], temperatures: list[float]) -> str:
+    """Markdown: medians per set, split and temperature."""
+    lines = [
+        "| set | split | T | n | edgellm plain | edgellm spec | spec/plain | llama.cpp plain "
+        "| llama.cpp lookup | spec/llama best | acceptance | greedy identical |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in SETS:
+        for split in ("tune", "heldout", "all"):
+            for t in temperatures:
+                e = [
+                    r
+                    for r in edge
+                    if r["set"] == name and r["temperature"] == t and split in (r["split"], "all")
+                ]
+                ll = [
+                    r
+                    for r in llama
+                    if r["set"] == name and r["temperature"] == t and split in (r["split"], "all")
+                ]
+                if not e:
+                    continue
+                plain, spec = median([r["plain_tps"] for r in e]), median([r["spec_tps"] for r in e])
+                lp = median([r["plain_tps"] for r in ll]) if ll else float("nan")
+                lk = median([r["lookup_tps"] for r in ll]) if ll else float("nan")
+                best = max(lp, lk) if ll else float("nan")
+                drafted = sum(r["drafted"] for r in e)
+                acc = sum(r["accepted"] for r in e) / drafted if drafted else 0.0
+                same = sum(r["identical"] for r in e) if t == 0 else None
+                lines.append(
+                    f"| {name} | {split} | {t:g} | {len(e)} | {plain:.1f} | {spec:.1f} | {spec / plain:.2f}× "
+                    f"| {lp:.1f} | {lk:.1f} | {spec / best:.2f}× | {acc:.0%} of {drafted} "
+                    f"| {'' if same is None else f'{same}/{len(e)}'} |"
+                )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--artifact", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--draft-max", type=int, default=8)
+    parser.add_argument("--max-new", type=int, default=96)
+    parser.add_argument("--temperatures", default="0,0.8")
+    parser.add_argument("--llama-python", type=Path, default=None, help="python of a llama-cpp-python venv")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--split", choices=("tune", "heldout"), default=None, help="edgellm rows of one split only"
+    )
+    args = parser.parse_args()
+    temperatures = [float(t) for t in args.temperatures.split(",")]
+    edge = run_edgellm(args, temperatures)
+    print(summarise(edge, [], temperatures), flush=True)  # in case the llama.cpp side fails
+    llama = run_llama(args, temperatures) if args.llama_python else []
+    if args.out:
+        args.out.write_text(json.dumps({"edgellm": edge, "llama": llama}, indent=1))
+    print(summarise(edge, llama, temperatures))
+
+
+if __name__ == "__main__":
+    main()

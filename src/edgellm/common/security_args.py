@@ -1,0 +1,58 @@
+"""Command-line options for authentication and TLS, shared by `edgellm daemon`, `host` and the clients."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from edgellm.common.tokens import TOKEN_ENV
+
+
+def add_server_security(p: argparse.ArgumentParser, default_file: str) -> None:
+    """--auth-token-file, --auth-token, --insecure-loopback, --tls-cert/--tls-key/--tls-self-signed."""
+    p.add_argument(
+        "--auth-token-file",
+        type=Path,
+        default=None,
+        help=f"file holding the bearer token clients must send (default {default_file}, made 0600 "
+        "with a random token on first start)",
+    )
+    p.add_argument(
+        "--auth-token",
+        default=os.environ.get(TOKEN_ENV) or None,
+        help=f"the token itself (default ${TOKEN_ENV}); NOTE: a value given here shows in `ps` to "
+        "every user of this machine, prefer --auth-token-file",
+    )
+    p.add_argument(
+        "--insecure-loopback",
+        action="store_true",
+        help="no token at all, for tests and benchmarks: any local process (any app on a phone) "
+        "gets full control; refused off loopback",
+    )
+    p.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain: serve TLS")
+    p.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
+    p.add_argument(
+        "--tls-self-signed",
+        action="store_true",
+        help="serve TLS with a self-signed certificate made on first start (<data dir>/tls); "
+        "clients pin its fingerprint, printed at start",
+    )
+
+
+def add_client_security(p: argparse.ArgumentParser) -> None:
+    """--token-file, --tls-ca, --tls-pin (the token is otherwise found without flags)."""
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help=f"bearer token file (default: ${TOKEN_ENV}, then ~/.config/edgellm/token, "
+        "then ~/.edgellm/token)",
+    )
+    p.add_argument("--tls-ca", type=Path, default=None, help="connect with TLS, trusting this CA bundle")
+    p.add_argument(
+        "--tls-pin",
+        default=os.environ.get("EDGELLM_TLS_PIN") or None,
+        help="connect with TLS to a server whose certificate has this sha256 fingerprint "
+        "(default $EDGELLM_TLS_PIN)",
+    )

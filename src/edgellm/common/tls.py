@@ -1,0 +1,155 @@
+"""TLS for both services: server certificate/key, client trust by CA file or pinned fingerprint.
+
+Pinning a self-signed certificate with grpcio: grpcio's channel credentials take root
+certificates, not a verification callback. So the client fetches the server's certificate once
+(`ssl.get_server_certificate`), checks its sha256 against the pin, and then uses exactly that
+certificate as the only trust root of the channel. A man in the middle who swaps certificates
+between the fetch and the connect gains nothing: the channel's handshake must still be signed by
+the private key of the pinned certificate. The certificate's own name is used as the target
+name (`grpc.ssl_target_name_override`), because the pin, not DNS, is what the client trusts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from edgellm.common.errors import FailedPrecondition, InvalidArgument, Unauthenticated
+
+CERT_FILE = "cert.pem"
+KEY_FILE = "key.pem"
+SELF_SIGNED_NAME = "edgellm-daemon"  # the DNS name in every self-signed certificate edgellm makes
+PIN_PREFIX = "sha256:"
+
+
+def fingerprint(cert_pem: str | bytes) -> str:
+    """'sha256:<hex>' of a PEM certificate's DER bytes (what `openssl x509 -fingerprint -sha256` hashes)."""
+    text = cert_pem.decode() if isinstance(cert_pem, bytes) else cert_pem
+    der = ssl.PEM_cert_to_DER_cert(text)
+    return PIN_PREFIX + hashlib.sha256(der).hexdigest()
+
+
+def normalise_pin(pin: str) -> str:
+    """Accept 'sha256:ab12…', 'AB:12:…' or bare hex; return 'sha256:<64 lower hex>'."""
+    digits = pin.strip().lower().removeprefix(PIN_PREFIX).replace(":", "")
+    if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
+        raise InvalidArgument(f"a pin is sha256:<64 hex digits>, got {pin!r}")
+    return PIN_PREFIX + digits
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """A certificate chain and its private key (PEM files)."""
+
+    cert: Path
+    key: Path
+
+    def credentials(self) -> grpc.ServerCredentials:
+        """grpc server credentials from the files."""
+        for p in (self.cert, self.key):
+            if not p.is_file():
+                raise FailedPrecondition(f"TLS file {p} not found")
+        return grpc.ssl_server_credentials([(self.key.read_bytes(), self.cert.read_bytes())])
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """How a client trusts the server: a CA bundle, or a pinned certificate fingerprint."""
+
+    ca: Path | None = None
+    pin: str | None = None
+    server_name: str | None = None  # override the name checked in the certificate
+
+    def credentials(self, target: str) -> tuple[grpc.ChannelCredentials, list[tuple[str, str]]]:
+        """Channel credentials and options (the target-name override) for TARGET."""
+        if self.pin:
+            pem = fetch_certificate(target)
+            got = fingerprint(pem)
+            if got != normalise_pin(self.pin):
+                raise Unauthenticated(
+                    f"{target} presented certificate {got}, not the pinned {normalise_pin(self.pin)}: "
+                    "someone may be in the middle, or the daemon's certificate changed (re-pin it)"
+                )
+            name = self.server_name or SELF_SIGNED_NAME
+            return grpc.ssl_channel_credentials(root_certificates=pem.encode()), [
+                ("grpc.ssl_target_name_override", name)
+            ]
+        roots = self.ca.read_bytes() if self.ca is not None else None
+        options = [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+        return grpc.ssl_channel_credentials(root_certificates=roots), options
+
+
+def fetch_certificate(target: str, timeout: float = 10.0) -> str:
+    """The PEM certificate a TLS server at host:port presents (not verified: the caller pins it)."""
+    from edgellm.common.auth import target_host
+
+    host = target_host(target)
+    port = int(target.rsplit(":", 1)[1])
+    try:
+        return ssl.get_server_certificate((host, port), timeout=timeout)
+    except OSError as exc:
+        raise Unauthenticated(f"could not fetch the TLS certificate of {target}: {exc}") from exc
+
+
+def generate_self_signed(directory: Path, names: tuple[str, ...] = (), days: int = 3650) -> ServerTls:
+    """Write a self-signed EC P-256 certificate and key (0600) into DIRECTORY; return their paths.
+
+    Needs `cryptography` (the host extra; on Termux `pkg install python-cryptography`).
+    """
+    import datetime
+    import ipaddress
+
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError as exc:
+        raise FailedPrecondition(
+            "generating a certificate needs the `cryptography` package: `pip install cryptography` "
+            "(Termux: `pkg install python-cryptography`), or make one on the host with "
+            "`edgellm tls init` and copy it"
+        ) from exc
+    from edgellm.common.tokens import write_secret
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.DNSName(SELF_SIGNED_NAME), x509.DNSName("localhost")]
+    sans += [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.IPAddress(ipaddress.ip_address("::1"))]
+    for name in names:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            sans.append(x509.DNSName(name))
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SELF_SIGNED_NAME)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    tls = ServerTls(directory / CERT_FILE, directory / KEY_FILE)
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    write_secret(tls.key, key_pem.decode())
+    write_secret(tls.cert, cert.public_bytes(serialization.Encoding.PEM).decode())
+    return tls
+
+
+def ensure_self_signed(directory: Path, names: tuple[str, ...] = ()) -> ServerTls:
+    """The self-signed pair in DIRECTORY, generated on first use."""
+    tls = ServerTls(directory / CERT_FILE, directory / KEY_FILE)
+    if tls.cert.is_file() and tls.key.is_file():
+        return tls
+    return generate_self_signed(directory, names)

@@ -1,0 +1,140 @@
+"""Where bearer tokens live, how they are made, and how a client finds one without flags.
+
+Two files, both 0600:
+- the daemon's own token, `<data dir>/token` (`~/.edgellm/token`; on the phone, in Termux's home),
+  made by the installer or by the first `edgellm daemon` start;
+- the host's token, `<config dir>/token` (`~/.config/edgellm/token`): the token `edgellm deploy
+  device` fetched from the phone, or the one the host service made on its first start.
+A new token is random (`secrets`), unless the other file already exists on this machine: then it
+is adopted, so one user's daemon and host service share one token.
+
+A client takes, in order: an explicit token, `$EDGELLM_TOKEN`, the host's token file, then the
+token of a daemon this user runs on this machine (`~/.edgellm/token`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgellm.common.errors import FailedPrecondition
+
+TOKEN_ENV = "EDGELLM_TOKEN"
+CONFIG_DIR_ENV = "EDGELLM_CONFIG_DIR"  # the host's config dir (tests point it at a temporary one)
+HOME_ENV = "EDGELLM_HOME"  # the daemon's default data dir
+TOKEN_FILE = "token"
+TOKEN_BYTES = 32  # 256 bits, as `secrets` recommends for tokens (token_urlsafe -> 43 characters)
+
+
+def config_dir() -> Path:
+    """$EDGELLM_CONFIG_DIR, else $XDG_CONFIG_HOME/edgellm, else ~/.config/edgellm."""
+    explicit = os.environ.get(CONFIG_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".config") / "edgellm"
+
+
+def default_data_dir() -> Path:
+    """The daemon's data dir: $EDGELLM_HOME, else ~/.edgellm."""
+    explicit = os.environ.get(HOME_ENV)
+    return Path(explicit) if explicit else Path.home() / ".edgellm"
+
+
+def host_token_path() -> Path:
+    """The host's token file (what clients send; what the host service requires)."""
+    return config_dir() / TOKEN_FILE
+
+
+def daemon_token_path(data_dir: Path | None = None) -> Path:
+    """The daemon's token file in its data dir."""
+    return (data_dir or default_data_dir()) / TOKEN_FILE
+
+
+def new_token() -> str:
+    """A fresh random token (URL-safe, 43 characters)."""
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def write_secret(path: Path, text: str) -> None:
+    """Write TEXT to PATH with mode 0600, atomically (a temp file created 0600, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text.strip() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_token_file(path: Path) -> str:
+    """The token in PATH; refuse a file other users can read (like ssh refuses such a key)."""
+    mode = path.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise FailedPrecondition(
+            f"{path} is readable by other users (mode {stat.S_IMODE(mode):o}); run `chmod 600 {path}`"
+        )
+    token = path.read_text(encoding="utf-8").strip()
+    if not token:
+        raise FailedPrecondition(f"{path} is empty; delete it and restart to make a new token")
+    return token
+
+
+def ensure_token(path: Path, adopt: tuple[Path, ...] = ()) -> str:
+    """The token in PATH; when missing, create it (0600) from the first readable ADOPT file, else random.
+
+    Why adopt: the daemon and the host service on one machine then share one token, so a client
+    that finds either file reaches both (whichever starts first makes it).
+    """
+    if not path.exists():
+        seed = next((read_token_file(p) for p in adopt if p != path and p.is_file()), None)
+        with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+            write_secret_exclusive(path, seed or new_token())
+    return read_token_file(path)
+
+
+def write_secret_exclusive(path: Path, text: str) -> None:
+    """Create PATH (0600) with TEXT; FileExistsError when it exists (two first starts race safely)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)  # fails if PATH exists, unlike rename
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class FoundToken:
+    """A token a client will send, and where it came from (for error messages)."""
+
+    token: str
+    source: str
+
+
+def find_client_token(explicit: str | None = None, token_file: Path | None = None) -> FoundToken | None:
+    """The token a client sends: explicit, file, $EDGELLM_TOKEN, the host's file, the local daemon's."""
+    if explicit:
+        return FoundToken(explicit, "--token")
+    if token_file is not None:
+        return FoundToken(read_token_file(token_file), str(token_file))
+    env = os.environ.get(TOKEN_ENV)
+    if env:
+        return FoundToken(env, f"${TOKEN_ENV}")
+    for path in (host_token_path(), daemon_token_path()):
+        if path.is_file():
+            return FoundToken(read_token_file(path), str(path))
+    return None

@@ -1,0 +1,219 @@
+"""The token loop of one generation: plain decode steps, or drafts verified in one forward.
+
+Each turn of the loop emits one token and then advances: either a plain decode step, or (with
+speculation) the token plus a prompt-lookup draft of k tokens in one multi-token forward. The
+sampler accepts the longest draft prefix it agrees with (`Sampler.verify`: exact for greedy, the
+speculative-sampling rule otherwise), and the rejected tokens are rewound out of the KV cache.
+Where the draft stops being accepted the loop is back to what a plain step would give, so the
+emitted text is what plain decoding emits (greedy) or distributed as it (sampled).
+
+With a TokenGuide (a constrained request), every token is sampled from grammar-masked logits
+and the loop never drafts: a draft is verified against the model only, not the grammar.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from edgellm.common.errors import InvalidArgument
+from edgellm.device.constrain import TokenGuide
+from edgellm.device.drafting import DraftPolicy, ForwardCosts, NgramDrafter
+from edgellm.device.engine.base import Engine, Logits
+from edgellm.device.engine.config import verify_lengths
+from edgellm.device.kv_cache import ContextFull, FeedStats, KvCache
+from edgellm.device.sampler import Sampler
+
+
+class FinishReason(StrEnum):
+    """Why a generation ended."""
+
+    STOP = "stop"  # an end-of-turn token or a stop string
+    LENGTH = "length"  # max_new_tokens reached
+    CANCELLED = "cancelled"  # Cancel, a client cancel or a deadline
+    CONTEXT = "context"  # no room left in the context (no sliding window)
+
+
+class Speculation(StrEnum):
+    """Per-request speculative decoding."""
+
+    AUTO = "auto"  # draft where the policy expects it to pay
+    OFF = "off"
+
+
+@dataclass
+class LoopResult:
+    """What the loop did."""
+
+    generated: int = 0
+    reason: FinishReason = FinishReason.LENGTH
+    first_token_at: float = 0.0
+    draft_tokens: int = 0
+    accepted_draft_tokens: int = 0
+
+
+class TokenLoop:
+    """Emit up to `max_new` tokens starting from the prompt's last logits."""
+
+    def __init__(
+        self,
+        cache: KvCache,
+        sampler: Sampler,
+        push: Callable[[int], bool],
+        max_new: int,
+        feed: FeedStats,
+        policy: DraftPolicy | None = None,
+        drafter: NgramDrafter | None = None,
+        guide: TokenGuide | None = None,
+    ) -> None:
+        if guide is not None and (policy is not None or drafter is not None):
+            # A draft token is accepted against the model's logits, never the grammar's mask, so
+            # it could leave the constraint: constrained requests decode plainly.
+            raise ValueError("a constrained generation cannot draft")
+        self.cache, self.sampler, self.push, self.max_new, self.feed = cache, sampler, push, max_new, feed
+        self.policy, self.drafter, self.guide = policy, drafter, guide
+        self.stop_ids = cache.engine.stop_ids
+        self.result = LoopResult()
+        self._shadow: list[int] = []  # a draft not verified, checked against the plain tokens instead
+        self._shadow_at = 0
+
+    def run(
+        self, logits: Logits, cancelled: threading.Event, between_tokens: Callable[[], None] | None
+    ) -> LoopResult:
+        """Run to a stop, the length limit, a full context or a cancel."""
+        result = self.result
+        if cancelled.is_set():
+            result.reason = FinishReason.CANCELLED
+            return result
+        token = self._sample(logits)
+        result.first_token_at = time.perf_counter()
+        while True:
+            reason = self._emit(token)
+            if reason is None and cancelled.is_set():
+                reason = FinishReason.CANCELLED
+            if reason is not None:
+                result.reason = reason
+                return result
+            if between_tokens is not None:
+                between_tokens()
+            try:
+                token, reason = self._advance(token)
+            except ContextFull:
+                reason = FinishReason.CONTEXT
+            if reason is not None:
+                result.reason = reason
+                return result
+
+    # -- one token out -------------------------------------------------------------------------
+    def _emit(self, token: int) -> FinishReason | None:
+        """Emit a chosen token; why the generation ends here, if it does."""
+        if token in self.stop_ids:
+            return FinishReason.STOP
+        self.result.generated += 1
+        self.sampler.observe(token)
+        if self.guide is not None:
+            self.guide.advance(token)
+        if self.drafter is not None:
+            self.drafter.extend((token,))
+            self._check_shadow(token)
+        if self.push(token) or (self.guide is not None and self.guide.complete):
+            return FinishReason.STOP
+        if self.result.generated >= self.max_new:
+            return FinishReason.LENGTH
+        return None
+
+    def _sample(self, logits: Logits) -> int:
+        """Sample the next token, within the constraint when there is one."""
+        if self.guide is None:
+            return self.sampler.sample(logits)
+        token = self.sampler.sample(self.guide.mask(logits))
+        if not self.guide.allows(token):
+            # Only possible when logit_bias (-inf) removes every token the grammar allows.
+            raise InvalidArgument("logit_bias forbids every token the constraint allows at this point")
+        return token
+
+    # -- one step in -----------------------------------------------------------------------------
+    def _advance(self, token: int) -> tuple[int, FinishReason | None]:
+        """Feed `token` (with a draft when it pays); the next token to emit, or why to end."""
+        draft = self._draft()
+        if not draft:
+            return self._sample(self.cache.step(token, self.feed)), None
+        k = len(draft)
+        rows = self.cache.verify([token, *draft])
+        self.result.draft_tokens += k
+        for i, proposed in enumerate(draft):
+            chosen = self.sampler.verify(rows[i], proposed)
+            if chosen != proposed:
+                self._settle(k, i)
+                return chosen, None
+            self.result.accepted_draft_tokens += 1
+            reason = self._emit(proposed)
+            if reason is not None:
+                # Plain decoding would not have fed `proposed` or anything after it yet.
+                self._settle(k, i + 1, rewind=k - i)
+                return -1, reason
+        self._settle(k, k)
+        return self.sampler.sample(rows[k]), None
+
+    def _settle(self, drafted: int, accepted: int, rewind: int | None = None) -> None:
+        """Rewind the drafts after the accepted prefix and tell the policy how the draft did."""
+        self.cache.rewind(drafted - accepted if rewind is None else rewind)
+        if self.policy is not None:
+            self.policy.observe(drafted, accepted)
+
+    def _draft(self) -> list[int]:
+        """The draft to verify with the next fed token ([] = a plain step)."""
+        if self.policy is None or self.drafter is None:
+            return []
+        room = min(self.max_new - self.result.generated, self.cache.room_for_draft() - 1)
+        if room <= 0:
+            return []
+        proposal, _ = self.drafter.draft(self.policy.draft_max)
+        k = self.policy.choose(min(room, len(proposal)))
+        if k == 0 and proposal and not self._shadow:
+            self._shadow, self._shadow_at = proposal, 0
+        return proposal[:k]
+
+    def _check_shadow(self, token: int) -> None:
+        """Score an unverified draft against the token plain decoding produced (costs nothing)."""
+        shadow = self._shadow
+        if not shadow or self.policy is None:
+            return
+        if token == shadow[self._shadow_at]:
+            self._shadow_at += 1
+            if self._shadow_at < len(shadow):
+                return
+            self.policy.observe(len(shadow), len(shadow), verified=False)
+        else:
+            self.policy.observe(self._shadow_at + 1, self._shadow_at, verified=False)
+        self._shadow = []
+
+
+CALIBRATION_TEXT = "The history of the city begins with a small harbour on the river, where traders met. " * 4
+
+
+def measure_forward_costs(engine: Engine, costs: ForwardCosts, prompt: list[int], repeats: int = 5) -> None:
+    """Time a decode step and each verify length the loop uses, after a prefill of `prompt`; then reset.
+
+    Run at load (after the warm-up) so the draft policy starts from this device's real costs.
+    """
+    if engine.draft_max <= 0 or not prompt:
+        return
+    logits = engine.prefill(prompt)
+    token = int(logits.argmax())
+    for _ in range(repeats):
+        for length in [1, *verify_lengths(engine.draft_max)]:
+            start = time.perf_counter()
+            if length == 1:
+                engine.decode(token)
+                costs.record(1, time.perf_counter() - start)
+                engine.rewind(1)  # a plain step never rewinds: not timed
+                continue
+            engine.verify([token] * length)
+            engine.rewind(length - 1)  # what a fully rejected draft costs: verify + rewind
+            costs.record(length, time.perf_counter() - start)
+            engine.rewind(1)
+    engine.reset()

@@ -1,0 +1,132 @@
+"""Free drafts for speculative decoding: prompt lookup over the conversation, and when to use them.
+
+`NgramDrafter` proposes the tokens that followed the latest earlier occurrence of the context's
+last n tokens (n = 3, then 2, then 1) in the prompt, the session's earlier turns and the reply so
+far. `DraftPolicy` picks the draft length that maximises expected tokens per second from the
+acceptance rate seen so far and the measured cost of each forward length, and drafts nothing
+when a plain decode step is expected to be faster (the "self-disabling" of speculation).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from edgellm.device.engine.config import DRAFT_LENGTHS
+
+MAX_NGRAM = 3
+MIN_NGRAM = 2  # 1-gram matches propose too often on open text (chosen a priori, not tuned)
+
+
+class NgramDrafter:
+    """Prompt-lookup drafting over every token seen so far (an index of n-grams, O(1) per token)."""
+
+    def __init__(self, tokens: Iterable[int] = (), max_n: int = MAX_NGRAM, min_n: int = MIN_NGRAM) -> None:
+        self.max_n, self.min_n = max_n, min_n
+        self.tokens: list[int] = []
+        # n-gram -> index of the token that followed its latest occurrence
+        self._next: dict[tuple[int, ...], int] = {}
+        self.extend(tokens)
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        """Append tokens; each n-gram ending just before a new token now points at it."""
+        seq = self.tokens
+        for token in tokens:
+            end = len(seq)
+            for n in range(self.min_n, self.max_n + 1):
+                if end >= n:
+                    self._next[tuple(seq[end - n : end])] = end
+            seq.append(token)
+
+    def draft(self, limit: int) -> tuple[list[int], int]:
+        """Up to `limit` tokens that followed the longest matching suffix, and its length (0: none)."""
+        seq = self.tokens
+        for n in range(min(self.max_n, len(seq)), self.min_n - 1, -1):
+            start = self._next.get(tuple(seq[len(seq) - n :]))
+            if start is not None:
+                return seq[start : start + limit], n
+        return [], 0
+
+
+@dataclass
+class ForwardCosts:
+    """Seconds per forward by length (1 = a plain decode step): medians of the timings taken at load.
+
+    Why frozen after load rather than updated by every request: the draft lengths chosen decide
+    which positions run batched, and batched logits differ slightly from one-token ones
+    (docs/engine.md); timing-driven choices would make the same greedy request answer differently
+    from one run to the next. With costs fixed per load, a request's drafts depend only on its text.
+    """
+
+    samples: dict[int, list[float]] = field(default_factory=dict)
+
+    def record(self, length: int, seconds: float) -> None:
+        """Add one timed forward of `length` tokens."""
+        self.samples.setdefault(length, []).append(seconds)
+
+    @property
+    def seconds(self) -> dict[int, float]:
+        """The median seconds per forward length."""
+        return {n: statistics.median(v) for n, v in self.samples.items() if v}
+
+    @classmethod
+    def fixed(cls, seconds: dict[int, float]) -> ForwardCosts:
+        """Costs given rather than measured (tests, benches)."""
+        return cls({n: [s] for n, s in seconds.items()})
+
+    def estimate(self, length: int) -> float | None:
+        """Expected seconds for a forward of `length` tokens (None until a decode step was timed)."""
+        seconds = self.seconds
+        if length in seconds:
+            return seconds[length]
+        base = seconds.get(1)
+        # Unmeasured: a prior of +15% per extra token over a decode step, on the pessimistic side of
+        # short verifies here (bench/bench_verify.py).
+        return None if base is None else base * (1.0 + 0.15 * (length - 1))
+
+
+@dataclass
+class DraftPolicy:
+    """Adaptive draft length for one request, from acceptance so far and measured forward costs."""
+
+    costs: ForwardCosts
+    draft_max: int
+    acceptance: float = 0.5  # estimated chance the next drafted token is accepted (prior)
+    smoothing: float = 0.25
+    drafted: int = 0
+    accepted: int = 0
+    lengths: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lengths = tuple(k for k in DRAFT_LENGTHS if k <= self.draft_max)
+
+    def choose(self, available: int) -> int:
+        """Draft length to verify now, given `available` draft tokens (0 = take a plain step)."""
+        plain = self.costs.estimate(1)
+        if plain is None or not self.lengths:
+            return 0  # time one plain step first
+        best, best_rate = 0, 1.0 / plain
+        a = min(self.acceptance, 0.999)
+        for k in self.lengths:
+            if k > available:
+                break
+            cost = self.costs.estimate(k + 1)
+            if cost is None:
+                continue
+            expected = (1.0 - a ** (k + 1)) / (1.0 - a)  # accepted drafts + the token the verify adds
+            if expected / cost > best_rate:
+                best, best_rate = k, expected / cost
+        return best
+
+    def observe(self, drafted: int, accepted: int, verified: bool = True) -> None:
+        """Record how many of `drafted` tokens were accepted (verified, or checked against plain steps)."""
+        if drafted <= 0:
+            return
+        if verified:
+            self.drafted += drafted
+            self.accepted += accepted
+        # Per-token acceptance: accepted successes, one failure unless everything was accepted.
+        trials = accepted + (0 if accepted == drafted else 1)
+        rate = accepted / trials if trials else self.acceptance
+        self.acceptance += self.smoothing * (rate - self.acceptance)

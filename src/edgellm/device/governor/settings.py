@@ -1,0 +1,56 @@
+"""The governor's settings (one frozen dataclass, passed in: STYLE 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.identify import IdentifyConfig
+
+
+@dataclass(frozen=True)
+class GovernorConfig:
+    """Controller settings, the same on every phone: chosen on the shipped profiles and the tuning set
+    with bench/tune_governor.py, never on the held-out set (virtual_phone/generator.py)."""
+
+    policy: GovernorPolicy = GovernorPolicy.THERMAL  # off: fastest rung, no pacing; pinned: hold one
+    setpoint_c: float | None = None  # the comfort limit; None: first skin trip − margin_c, else fallback
+    margin_c: float = 1.5
+    fallback_setpoint_c: float = 37.0  # below the coolest first skin trip we know of (39 °C) − margin
+    aim_below_c: float = 0.0  # regulate this far under the comfort limit
+    skin_filter_s: float = 30.0  # EMA of the skin for the outer loop (it moves over minutes, noise does not)
+    kp_over_c: float = 3.0  # aim moves down this many K per K the skin is above the aim
+    kp_under_c: float = 0.0  # ... and up this many per K below (0: no sprint while cool; the decay bar)
+    k_gap: float = 0.05  # ladder mode: positions per second per unit of ln(gap / target gap)
+    ki_gap: float = 0.03  # frontier mode: K of gap command per K·s of gap error (die: 5-15 s)
+    probe: bool = True  # measure every rung at start (governor/probe.py) and run on the efficient frontier
+    probe_hold_s: float = 40.0
+    probe_margin_c: float = 1.5
+    extend_after_s: float = 60.0  # at the frontier's top with heat to spare this long: probe a hotter rung
+    learn_after_probe_s: float = 60.0  # the die keeps heating the skin after the hot probes: learn after
+    probe_settle_s: float = 30.0  # after probing, hold the gap loop while the die leaves the hot probe
+    start_rung: int = -1  # start on this rung (−1: the coolest) and release from there: no cold-start sprint
+    gap_floor_k: float = 0.3
+    gap_median_n: int = 21
+    prefill_settle_s: float = 12.0  # after a prefill burst the die runs hot for ~10 s: hold the gap loop
+    idle_learn_s: float = 300.0  # EMA horizon of the idle gap learnt while pacing
+    duty_halving: float = 1.0  # past the last rung, the decode duty halves every this many positions
+    min_duty: float = 0.05
+    quantum: float = 0.05  # positions move in steps of this size
+    hysteresis: float = 0.0375  # ... and only once the wanted position is this far from the applied one
+    headroom_limit: float = 0.85  # AThermal headroom (1.0 = SEVERE) above which the aim comes down
+    k_headroom_c: float = 20.0  # K of aim per unit of headroom above the limit
+    horizon_s: float = 420.0  # skin-only fallback: extrapolation horizon (phones: 300-600 s)
+    slope_window_s: float = 30.0
+    kp: float = 0.5  # skin-only fallback: positions per °C of predicted excess
+    ki: float = 0.008  # positions per °C·s
+    identify: IdentifyConfig = field(default_factory=IdentifyConfig)
+
+    def resolve_setpoint(self, skin_trips_c: Sequence[float]) -> float:
+        """The comfort limit: explicit, else below the phone's first skin trip, else the fallback."""
+        if self.setpoint_c is not None:
+            return self.setpoint_c
+        if skin_trips_c:
+            return min(skin_trips_c) - self.margin_c
+        return self.fallback_setpoint_c

@@ -1,0 +1,182 @@
+"""Plausible phones from a seed, and the held-out set that nothing may be tuned on.
+
+A generated phone varies what real phones vary: the room (ambient 15-35 °C), the case and the
+build (heat capacities and thermal resistances ±30% around sd8gen3's), the firmware (every skin
+threshold shifted by up to ±2 °C, isolation on or off), the SoC (2-4 clusters, each with its own
+frequency, per-core power and voltage curve), the battery lag and the model's speed.
+
+HELD_OUT_SEEDS are the phones the acceptance table reports. They are never used to tune anything:
+`generate_profile(seed, purpose="tuning")` refuses them, and the tuning script only reaches phones
+through `tuning_profiles()`. Tune on the shipped profiles and TUNING_SEEDS.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from edgellm.device.governor.controller import GovernorConfig
+from edgellm.device.virtual_phone.profile import PhoneProfile, profile_from_dict
+
+HELD_OUT_SEEDS: tuple[int, ...] = tuple(range(9001, 9025))  # 24 phones: evaluation only, never tuning
+TUNING_SEEDS: tuple[int, ...] = tuple(range(101, 125))  # 24 phones the governor's settings may be fitted on
+
+Purpose = Literal["tuning", "evaluation"]
+
+
+class HeldOutError(PermissionError):
+    """A held-out phone was asked for by tuning code."""
+
+
+def _u(rng: random.Random, lo: float, hi: float) -> float:
+    return rng.uniform(lo, hi)
+
+
+def _clusters(rng: random.Random) -> list[dict[str, Any]]:
+    """2-4 clusters, coolest first, CPUs numbered from 0 (little cores first, as on Android)."""
+    n = rng.choices([2, 3, 4], weights=[1, 2, 1])[0]
+    kinds = {2: ["little", "big"], 3: ["little", "mid", "prime"], 4: ["little", "mid", "mid2", "prime"]}[n]
+    spec = {  # count, GHz, perf/GHz, W per core at max, capacity
+        "little": ((2, 4), (1.7, 2.2), (0.35, 0.5), (0.12, 0.35), (230, 350)),
+        "mid": ((2, 5), (2.3, 3.0), (0.7, 0.85), (0.45, 1.0), (650, 860)),
+        "mid2": ((2, 3), (2.8, 3.2), (0.8, 0.92), (0.8, 1.5), (860, 960)),
+        "big": ((2, 4), (2.6, 3.2), (0.8, 1.0), (0.9, 2.0), (1024, 1024)),
+        "prime": ((1, 1), (3.0, 3.4), (1.0, 1.0), (2.0, 3.6), (1024, 1024)),
+    }
+    out, cpu = [], 0
+    for kind in kinds:
+        (c_lo, c_hi), ghz, perf, watts, cap = spec[kind]
+        count = 4 if kind == "little" and n in (2, 4) else rng.randint(c_lo, c_hi)
+        out.append(
+            {
+                "name": kind,
+                "cpus": list(range(cpu, cpu + count)),
+                "max_freq_ghz": round(_u(rng, *ghz), 2),
+                "capacity": int(_u(rng, *cap)),
+                "perf_per_ghz": round(_u(rng, *perf), 3),
+                "power_w_per_core_at_max": round(_u(rng, *watts), 3),
+                "power_exponent": round(_u(rng, 2.0, 2.8), 2),
+            }
+        )
+        cpu += count
+    return out
+
+
+def _firmware(
+    rng: random.Random, clusters: list[dict[str, Any]], first_trip: float, static_w: float, r_sa: float
+) -> dict[str, Any]:
+    top = max(c["max_freq_ghz"] for c in clusters)
+    biggest = [c for c in clusters if c["capacity"] == max(x["capacity"] for x in clusters)][-1]["cpus"]
+    isolate = rng.random() < 0.5
+    levels, trip = [], first_trip
+    for k, (fcap, mem) in enumerate(
+        zip((0.91, 0.86, 0.81, 0.76, 0.72, 0.67), (0.85, 0.72, 0.59, 0.46, 0.33, 0.2), strict=True)
+    ):
+        levels.append(
+            {
+                "trip_skin_c": round(trip, 2),
+                "clear_skin_c": round(trip - 3.0, 2),
+                "max_freq_ghz": round(fcap * top, 2),
+                "isolated_cpus": biggest[-1:] if isolate and k >= 1 else [],
+                "memory_bandwidth_fraction": mem,
+            }
+        )
+        trip += 0.7 * _u(rng, 0.8, 1.2)
+    control = first_trip + 4.0 + _u(rng, -0.5, 0.5)
+    return {
+        "levels": levels,
+        "hold": {
+            "switch_on_skin_c": round(control - 1.5, 2),
+            "control_skin_c": round(control, 2),
+            "sustainable_power_w": round(
+                max((control - 25.0) / r_sa - static_w, 0.5), 3
+            ),  # vendor-tuned at 25 °C
+        },
+        "emergency": {
+            "trip_skin_c": round(first_trip + 5.5, 2),
+            "clear_skin_c": round(first_trip + 3.5, 2),
+            "online_cpus": clusters[0]["cpus"],
+            "max_freq_ghz": round(0.6 * clusters[0]["max_freq_ghz"], 2),
+        },
+        "shutdown_skin_c": round(first_trip + 7.0, 2),
+    }
+
+
+def _draw(rng: random.Random, name: str) -> dict[str, Any]:
+    clusters = _clusters(rng)
+    r_sa = 6.0 * _u(rng, 0.7, 1.3)
+    static_w = 0.7 * _u(rng, 0.7, 1.3)
+    first_trip = 40.5 + _u(rng, -2.0, 2.0)
+    ranked = sorted(
+        (c for cl in clusters for c in cl["cpus"]),
+        key=lambda c: -next(cl["capacity"] * 10 + cl["max_freq_ghz"] for cl in clusters if c in cl["cpus"]),
+    )
+    return {
+        "name": name,
+        "description": f"generated phone ({len(clusters)} clusters)",
+        "ambient_c": round(_u(rng, 15.0, 35.0), 2),
+        "die": {
+            "heat_capacity_j_per_k": round(4.0 * _u(rng, 0.7, 1.3), 3),
+            "thermal_resistance_to_skin_k_per_w": round(2.2 * _u(rng, 0.7, 1.3), 3),
+        },
+        "skin": {
+            "heat_capacity_j_per_k": round(70.0 * _u(rng, 0.7, 1.3), 2),
+            "thermal_resistance_to_ambient_k_per_w": round(r_sa, 3),
+        },
+        "battery_time_constant_s": round(_u(rng, 150.0, 450.0), 1),
+        "static_power_w": round(static_w, 3),
+        "clusters": clusters,
+        "firmware": _firmware(rng, clusters, first_trip, static_w, r_sa),
+        "decode": {
+            "tokens_per_second_reference": round(12.4 * _u(rng, 0.6, 1.3), 2),
+            "memory_bound_fraction": round(_u(rng, 0.35, 0.6), 3),
+        },
+        "prefill": {"tokens_per_second_reference": round(_u(rng, 300.0, 800.0), 1)},
+        "threads": {
+            "decode_serial_fraction": 0.36,
+            "prefill_serial_fraction": 0.26,
+            "oversubscription_efficiency": 1.0,
+        },
+        "unmanaged": {"threads": 4, "cpus": sorted(ranked[:4])},
+        "workload": {"prompt_tokens": 128, "new_tokens": 256},
+        "trip_points_readable": rng.random() < 0.8,
+        "static_to_skin_fraction": round(_u(rng, 0.0, 0.5), 3),
+        "cpu_sensor_hotspot_k_per_w": round(_u(rng, 0.0, 3.0), 3),
+        "cpufreq_writable": rng.random() < 0.15,  # rooted phones: a minority
+    }
+
+
+def _plausible(d: dict[str, Any]) -> bool:
+    """Idle with the screen on, the phone must sit at least 1 °C under the limit the governor would use."""
+    comfort = GovernorConfig().resolve_setpoint(
+        [lv["trip_skin_c"] for lv in d["firmware"]["levels"]] if d["trip_points_readable"] else []
+    )
+    idle = d["ambient_c"] + d["static_power_w"] * d["skin"]["thermal_resistance_to_ambient_k_per_w"]
+    return bool(idle <= comfort - 1.0)
+
+
+def generate_profile(seed: int, purpose: Purpose = "evaluation") -> PhoneProfile:
+    """The phone of a seed (deterministic). Tuning code passes purpose="tuning": held-out seeds are refused.
+
+    Draws that would sit above the governor's comfort limit while idle (hot room, poor cooling) are
+    not plausible phones; the generator draws again from the same stream until one is.
+    """
+    if purpose == "tuning" and seed in HELD_OUT_SEEDS:
+        raise HeldOutError(f"seed {seed} is in the held-out set: it is never used to tune anything")
+    rng = random.Random(seed)
+    prefix = "held-out" if seed in HELD_OUT_SEEDS else "gen"
+    for _ in range(100):
+        d = _draw(rng, f"{prefix}-{seed}")
+        if _plausible(d):
+            return profile_from_dict(d)
+    raise RuntimeError(f"seed {seed}: no plausible phone in 100 draws")
+
+
+def tuning_profiles(seeds: tuple[int, ...] = TUNING_SEEDS) -> list[PhoneProfile]:
+    """The tuning set (refuses any held-out seed)."""
+    return [generate_profile(s, purpose="tuning") for s in seeds]
+
+
+def held_out_profiles() -> list[PhoneProfile]:
+    """The held-out set: for the acceptance table only."""
+    return [generate_profile(s) for s in HELD_OUT_SEEDS]

@@ -1,0 +1,191 @@
+"""Speculative decoding on the fake engine: drafting, the draft policy, the loop and the acceptance rule.
+
+The real-model checks (greedy identity, acceptance rule on real logits) are in
+tests/device/test_speculation_model.py; the long distribution run is bench/bench_spec_distribution.py.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+import pytest
+
+from edgellm.common.chi2 import goodness_of_fit, two_sample
+from edgellm.device.artifact import open_artifact
+from edgellm.device.constrain import Constraint, ConstraintKind, TokenGuide
+from edgellm.device.constrain.library import TokenizerCache
+from edgellm.device.decoding import Speculation, TokenLoop
+from edgellm.device.drafting import DraftPolicy, ForwardCosts, NgramDrafter
+from edgellm.device.engine.config import EngineConfig
+from edgellm.device.generation import Delta, Event, Finished, GenerationJob, run_generation
+from edgellm.device.kv_cache import FeedStats, KvCache
+from edgellm.device.kv_window import WindowPolicy
+from edgellm.device.rpc.wire import job_from
+from edgellm.device.sampler import Sampler, SamplingConfig
+from edgellm.v1 import device_pb2
+from tests.fakes.fake_artifact import write_fake_artifact
+from tests.fakes.fake_engine import FakeEngine
+
+REPLY = " The river of the sea is the river of France."
+COSTS = ForwardCosts.fixed({1: 0.010})  # verifies priced by the prior (+15% a drafted token)
+
+
+@pytest.fixture
+def fake_engine(tmp_path: Path) -> FakeEngine:
+    engine = FakeEngine(open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=REPLY)
+    engine.load()
+    return engine
+
+
+def generate(
+    engine: FakeEngine, prompt: str, spec: Speculation, sampling: SamplingConfig | None = None, n: int = 40
+) -> tuple[list[int], Finished]:
+    tokens: list[int] = []
+
+    def emit(event: Event) -> None:
+        if isinstance(event, Delta):
+            tokens.extend(event.token_ids)
+
+    job = GenerationJob("t", None, (("user", prompt),), n, sampling or SamplingConfig(), speculation=spec)
+    return tokens, run_generation(KvCache(engine, WindowPolicy(), costs=COSTS), job, emit, threading.Event())
+
+
+def test_drafter_proposes_what_followed_the_longest_matching_suffix() -> None:
+    drafter = NgramDrafter([5, 6, 7, 8, 9, 1, 6, 7, 3, 4])
+    drafter.extend([6, 7])
+    assert drafter.draft(3) == ([3, 4, 6], 2)  # "6 7" last followed by 3 4 (then the new 6)
+    assert NgramDrafter([1, 2, 3]).draft(4) == ([], 0)
+
+
+def test_policy_drafts_when_acceptance_is_high_and_stops_when_it_is_low() -> None:
+    costs = ForwardCosts.fixed({1: 0.010, 2: 0.011, 3: 0.012, 5: 0.015, 9: 0.024})
+    policy = DraftPolicy(costs, draft_max=8, acceptance=0.9)
+    assert policy.choose(8) == 4  # 4.1 tokens per 15 ms beats 6.1 per 24 ms
+    for _ in range(20):
+        policy.observe(4, 0)
+    assert policy.choose(8) == 0  # a plain step is faster than any draft that keeps failing
+
+
+def test_greedy_output_is_the_same_with_and_without_speculation(fake_engine: FakeEngine) -> None:
+    prompt = "Repeat:" + REPLY
+    plain, plain_done = generate(fake_engine, prompt, Speculation.OFF)
+    spec, spec_done = generate(fake_engine, prompt, Speculation.AUTO)
+    assert spec == plain
+    assert spec_done.reason == plain_done.reason
+    assert spec_done.stats.accepted_draft_tokens > 0
+    assert plain_done.stats.draft_tokens == 0
+
+
+def test_a_stop_inside_a_draft_leaves_the_cache_as_plain_decoding_would(fake_engine: FakeEngine) -> None:
+    prompt = "Repeat:" + REPLY + "<|im_end|>"  # the draft runs into the end of turn
+    generate(fake_engine, prompt, Speculation.OFF)
+    plain_history = list(fake_engine.history)
+    generate(fake_engine, prompt, Speculation.AUTO)
+    assert fake_engine.history == plain_history
+
+
+def test_max_new_tokens_is_respected_inside_a_draft(fake_engine: FakeEngine) -> None:
+    tokens, done = generate(fake_engine, "Repeat:" + REPLY, Speculation.AUTO, n=5)
+    assert len(tokens) == 5 and done.stats.completion_tokens == 5
+
+
+def test_verify_emits_tokens_distributed_as_plain_sampling() -> None:
+    """The speculative-sampling rule against the exact target probabilities (4,000 draws)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(scale=1.5, size=40).astype(np.float32)
+    cfg = SamplingConfig(temperature=0.8, top_k=20, seed=3)
+    sampler = Sampler(cfg)
+    ids, p = sampler._distribution(sampler._adjust(x))
+    probs = dict(zip(ids.tolist(), p.tolist(), strict=True))
+    for draft in (int(ids[0]), int(ids[5]), int(np.argmin(x))):  # likely, unlikely, outside top-k
+        draws = [sampler.verify(x, draft) for _ in range(4000)]
+        result = goodness_of_fit(draws, probs)
+        assert result.passed, (draft, result)
+
+
+def test_sampled_generation_matches_plain_in_distribution(fake_engine: FakeEngine) -> None:
+    """Whole generations on the fake engine, 2,000 seeds each way: same token frequencies per position."""
+    prompt = "Repeat:" + REPLY
+    cfg = SamplingConfig(temperature=1.0, seed=0)
+    plain: list[tuple[int, int]] = []
+    spec: list[tuple[int, int]] = []
+    drafted = 0
+    for seed in range(2000):
+        sampling = SamplingConfig(temperature=cfg.temperature, seed=seed)
+        a, _ = generate(fake_engine, prompt, Speculation.OFF, sampling, n=4)
+        b, done = generate(fake_engine, prompt, Speculation.AUTO, sampling, n=4)
+        drafted += done.stats.draft_tokens
+        plain.extend(enumerate(a))
+        spec.extend(enumerate(b))
+    assert drafted > 0
+    assert two_sample(plain, spec).passed
+
+
+@pytest.mark.parametrize(
+    ("wire", "expected"),
+    [
+        (device_pb2.SPECULATION_UNSPECIFIED, Speculation.OFF),
+        (device_pb2.SPECULATION_OFF, Speculation.OFF),
+        (device_pb2.SPECULATION_AUTO, Speculation.AUTO),
+    ],
+)
+def test_speculation_is_opt_in_on_the_wire(wire: int, expected: Speculation) -> None:
+    """Greedy identity does not hold on MNN (docs/speculation.md), so an unset field means off."""
+    req = device_pb2.GenerateRequest(prompt="hi", speculation=wire)  # type: ignore[arg-type]
+    assert job_from(req, "r", 0.0).speculation is expected
+
+
+def test_a_constrained_request_never_drafts_even_with_speculation_auto(tmp_path: Path) -> None:
+    # A draft token is accepted against the model's logits only, so it could leave the grammar:
+    # with a constraint, speculation=AUTO decodes plainly (docs/constrained.md).
+    artifact = open_artifact(write_fake_artifact(tmp_path, hf_tokenizer=True))
+    engine = FakeEngine(artifact, EngineConfig(draft_max=8), reply=REPLY)
+    engine.load()
+    constraint = Constraint(ConstraintKind.REGEX, r"[A-Za-z .]+")
+    tokenizers = TokenizerCache()
+    outputs = []
+    for spec in (Speculation.OFF, Speculation.AUTO):
+        pieces: list[str] = []
+
+        def emit(event: Event, pieces: list[str] = pieces) -> None:
+            if isinstance(event, Delta):
+                pieces.append(event.text)
+
+        job = GenerationJob(
+            "t",
+            None,
+            (("user", "Repeat:" + REPLY),),
+            40,
+            SamplingConfig(),
+            constraint=constraint,
+            speculation=spec,
+        )
+        guide = TokenGuide.start(constraint, artifact, tokenizers)
+        done = run_generation(
+            KvCache(engine, WindowPolicy(), costs=COSTS), job, emit, threading.Event(), guide=guide
+        )
+        assert done.stats.draft_tokens == 0
+        assert done.stats.constraint_ms > 0
+        outputs.append("".join(pieces))
+    assert outputs[0] == outputs[1]
+    assert re.fullmatch(r"[A-Za-z .]+", outputs[1])
+
+
+def test_the_token_loop_refuses_a_guide_with_a_drafter(fake_engine: FakeEngine) -> None:
+    cache = KvCache(fake_engine, WindowPolicy(), costs=COSTS)
+    guide = cast(TokenGuide, object())  # refused before it is used
+    with pytest.raises(ValueError, match="cannot draft"):
+        TokenLoop(
+            cache,
+            Sampler(SamplingConfig()),
+            lambda _: False,
+            4,
+            FeedStats(),
+            DraftPolicy(COSTS, 8),
+            None,
+            guide,
+        )

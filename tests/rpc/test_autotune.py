@@ -1,0 +1,59 @@
+"""Load-time thread autotune over a real gRPC server: a fake engine whose speed depends on its threads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgellm.client.commands.status import tuning
+from edgellm.device.artifact import Artifact
+from edgellm.device.config import DaemonConfig
+from edgellm.device.engine.config import EngineConfig
+from edgellm.device.rpc.server import start_server
+from edgellm.v1 import device_pb2, device_pb2_grpc
+from tests.fakes.fake_engine import FakeEngine
+from tests.rpc.conftest import channel_to
+
+FASTEST = 2
+
+
+def speed_by_threads(artifact: Artifact, config: EngineConfig) -> FakeEngine:
+    """A fake engine that is fastest at FASTEST threads (1 ms a forward, else 4 ms): a test fake."""
+    return FakeEngine(artifact, config, endless=True, step_s=0.001 if config.threads == FASTEST else 0.004)
+
+
+async def test_autotune_loads_with_the_fastest_thread_count_and_reports_it(
+    fake_artifact: Path, tmp_path: Path
+) -> None:
+    config = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, autotune=True)
+    running = await start_server(config, speed_by_threads)
+    try:
+        async with channel_to(running) as channel:
+            stub = device_pb2_grpc.DeviceDaemonStub(channel)
+            st = await stub.GetStatus(device_pb2.GetStatusRequest())
+            t = st.thread_tuning
+            assert st.threads == FASTEST and t.threads == FASTEST and not t.pinned
+            assert [x.threads for x in t.trials][:2] == [1, 2] and t.seconds > 0
+            best = max(t.trials, key=lambda x: x.decode_tokens_per_second)
+            assert best.threads == FASTEST and best.prefill_tokens_per_second > 0
+            assert st.governor.threads == FASTEST  # the governor's ladder starts from the pick
+            assert "autotuned 2" in tuning(t)
+            loaded = running.core.models.loaded
+            assert loaded is not None and isinstance(loaded.engine, FakeEngine)
+            assert loaded.engine.config.threads == FASTEST
+            st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(threads=1))
+            assert st.threads == 1 and st.thread_tuning.pinned and "pinned 1" in tuning(st.thread_tuning)
+    finally:
+        await running.stop(0)
+
+
+async def test_without_autotune_the_configured_threads_are_pinned(
+    fake_artifact: Path, tmp_path: Path
+) -> None:
+    running = await start_server(
+        DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path), speed_by_threads
+    )
+    try:
+        st = running.core.status()
+        assert st.threads == 2 and st.thread_tuning.pinned and not st.thread_tuning.trials
+    finally:
+        await running.stop(0)

@@ -1,0 +1,133 @@
+"""RPC-level bounds (review findings S8, S11, S14, S16), against real daemons with the fake engine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from edgellm.v1 import device_pb2, device_pb2_grpc
+from tests.manifests import manifest_for
+from tests.rpc.conftest import StartFake, channel_to
+
+STEP_S = 0.005
+
+
+def _manifest(payload: bytes, name: str = "hog") -> str:
+    return manifest_for({"w.bin": payload}, name).to_json()
+
+
+async def _hold_open(manifest: str, release: asyncio.Event) -> AsyncIterator[device_pb2.ArtifactChunk]:
+    """A push that sends its manifest and then nothing until RELEASE (a stuck or hostile client)."""
+    yield device_pb2.ArtifactChunk(manifest_json=manifest)
+    await release.wait()
+
+
+async def test_a_third_concurrent_push_is_refused(start_fake: StartFake) -> None:
+    """S8: pushes are capped (default 2); the next answers RESOURCE_EXHAUSTED at once."""
+    running = await start_fake()
+    release = asyncio.Event()
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        held = [
+            stub.PushArtifact(_hold_open(_manifest(bytes([i]) * 10, f"hog{i}"), release)) for i in range(2)
+        ]
+        for call in held:
+            await call.initial_metadata()  # both are past their manifest and hold a slot
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.PushArtifact(_hold_open(_manifest(b"third"), release), timeout=10)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "pushes" in (err.value.details() or "")
+        release.set()
+        for call in held:
+            with pytest.raises(grpc.aio.AioRpcError):  # ended without the file's bytes
+                await call
+
+
+async def test_an_idle_push_times_out_and_frees_its_reservation(start_fake: StartFake) -> None:
+    """S8: a push that goes silent is stopped, and the artifact can be pushed right after."""
+    running = await start_fake(push_idle_timeout_s=0.5, disk_reserve_bytes=0)
+    payload = b"x" * 1000
+    manifest = _manifest(payload)
+    never = asyncio.Event()
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.PushArtifact(_hold_open(manifest, never), timeout=20)
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "nothing arrived" in (err.value.details() or "")
+        assert running.core.store.reserved == {}
+
+        async def whole() -> AsyncIterator[device_pb2.ArtifactChunk]:
+            yield device_pb2.ArtifactChunk(manifest_json=manifest)
+            yield device_pb2.ArtifactChunk(chunk=device_pb2.FileChunk(path="w.bin", offset=0, data=payload))
+
+        done = await stub.PushArtifact(whole(), timeout=20)
+    assert done.artifact.name == "hog" and done.bytes_received == len(payload)
+
+
+async def test_telemetry_and_health_watch_streams_are_capped(start_fake: StartFake) -> None:
+    """S11: the next subscriber over the cap answers RESOURCE_EXHAUSTED; a closed one frees its slot."""
+    running = await start_fake(max_telemetry_streams=1, max_health_watchers=1)
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        first = stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
+        await first.read()
+        second = stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await second.read()
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        first.cancel()
+        await asyncio.sleep(0.2)
+        third = stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
+        sample = await third.read()
+        assert isinstance(sample, device_pb2.TelemetrySample) and sample.unix_time > 0
+        third.cancel()
+
+        health = health_pb2_grpc.HealthStub(ch)
+        watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
+        assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await health.Watch(health_pb2.HealthCheckRequest(service="")).read()
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        watch.cancel()
+
+
+async def test_a_live_request_id_cannot_be_reused_and_ids_are_length_capped(start_fake: StartFake) -> None:
+    """S14: a duplicate live id is ALREADY_EXISTS (Cancel still reaches the first); long ids are refused."""
+    running = await start_fake(endless=True, step_s=STEP_S)
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        req = device_pb2.GenerateRequest(prompt="go", max_new_tokens=1500, request_id="dup")
+        first = stub.Generate(req)
+        await first.read()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            _ = [r async for r in stub.Generate(req)]
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert (await stub.Cancel(device_pb2.CancelRequest(request_id="dup"))).cancelled
+        while await first.read() != grpc.aio.EOF:  # the first ends (cancelled): its id is free again
+            pass
+        short = device_pb2.GenerateRequest(prompt="go", max_new_tokens=2, request_id="dup")
+        assert [r async for r in stub.Generate(short)][-1].finish_reason
+        for field in ("request_id", "session_id"):
+            long_id = device_pb2.GenerateRequest(prompt="go", max_new_tokens=2)
+            setattr(long_id, field, "x" * 129)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                _ = [r async for r in stub.Generate(long_id)]
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert field in (err.value.details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.Cancel(device_pb2.CancelRequest(request_id="x" * 129))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_limits_have_safe_defaults(tmp_path: Path) -> None:
+    from edgellm.device.config import DaemonConfig
+
+    cfg = DaemonConfig(data_dir=tmp_path)
+    assert cfg.max_pushes == 2 and cfg.push_idle_timeout_s == 60.0
+    assert cfg.max_telemetry_streams == 8 and cfg.max_health_watchers == 16
