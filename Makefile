@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup artifact demo test soak lint typecheck protos bench clean
+.PHONY: setup artifact demo test test-arm soak lint typecheck protos bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ lint: setup
 
 test: artifact lint
 	EDGELLM_DEFAULT_ARTIFACT=$(abspath $(ARTIFACT_DIR)) $(PY) -m pytest $(PYTEST_ARGS)
+
+# The device side on emulated aarch64 (qemu-user, Debian arm64 Python 3.13, only the device extra):
+# needs root for apt on first use and the Debian and PyPI registries (docs/arm.md).
+test-arm: artifact
+	EDGELLM_DEFAULT_ARTIFACT=$(abspath $(ARTIFACT_DIR)) $(PY) -m scripts.test_arm $(PYTEST_ARGS)
 
 soak: artifact
 	EDGELLM_DEFAULT_ARTIFACT=$(abspath $(ARTIFACT_DIR)) $(PY) -m pytest -m slow -s $(PYTEST_ARGS)

@@ -42,8 +42,11 @@ def _old_copy(default_artifact: Path, dst: Path, schema: object) -> Path:
 
 @pytest_asyncio.fixture
 async def empty_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
-    """A real daemon on port 0 with no model loaded."""
-    d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
+    """A real daemon on port 0 with no model loaded (LoadModel may name directories)."""
+    config = DaemonConfig(
+        port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, allow_dir_load=True, insecure_loopback=True
+    )
+    d = await start_server(config)
     yield d
     await d.stop(0)
 

@@ -30,7 +30,8 @@ async def test_status_reports_the_loaded_model_and_the_daemons_settings(
 
 
 async def test_health_is_not_serving_until_a_model_is_loaded(fake_artifact: Path, tmp_path: Path) -> None:
-    running = await start_server(DaemonConfig(port=0, data_dir=tmp_path), FakeEngine.factory())
+    config = DaemonConfig(port=0, data_dir=tmp_path, allow_dir_load=True, insecure_loopback=True)
+    running = await start_server(config, FakeEngine.factory())
     try:
         async with channel_to(running) as channel:
             health = health_pb2_grpc.HealthStub(channel)
@@ -73,7 +74,7 @@ async def test_models_keeps_a_directory_loaded_artifact_after_a_switch(
     """Issue 12: `edgellm models` forgot a directory-loaded artifact once another was loaded."""
     a = write_fake_artifact(tmp_path / "a", name="model-a")
     b = write_fake_artifact(tmp_path / "b", name="model-b", context_length=1024)
-    running = await start_fake(model=None)
+    running = await start_fake(model=None, allow_dir_load=True)
     async with channel_to(running) as channel:
         stub = device_pb2_grpc.DeviceDaemonStub(channel)
 

@@ -95,3 +95,65 @@ def test_half_built_installs_are_cleaned_on_start(tmp_path: Path) -> None:
     assert not list(store.tmp.iterdir())
     assert not list(store.trash.iterdir())
     assert store.installed() == []
+
+
+def test_s9_default_quota_and_reserve(tmp_path: Path) -> None:
+    """S9: with no quota given, the store may use half the free disk (plus what it holds), and a
+    push always leaves at least 1 GiB (or 5 % of the filesystem) free; explicit values win."""
+    from edgellm.device.store.store import default_limits, disk_free
+
+    quota, reserve = default_limits(tmp_path / "s", None, None)
+    free = disk_free(tmp_path)
+    assert reserve >= 1 << 30
+    assert abs(quota - free // 2) < 64 << 20
+    assert default_limits(tmp_path / "s", 0, 5) == (0, 5)
+
+
+def test_byte_sizes_parse() -> None:
+    import argparse
+
+    from edgellm.common.argtypes import byte_size
+
+    assert [byte_size(t) for t in ("0", "512M", "8G", "1.5k", "2GiB")] == [
+        0,
+        512 << 20,
+        8 << 30,
+        1536,
+        2 << 30,
+    ]
+    for bad in ("x", "-1G", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            byte_size(bad)
+
+
+def test_s21_gc_waits_for_a_running_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S21: gc (DeleteArtifact) cannot scan between an install's rename and its staging removal,
+    where it used to count the new artifact's blobs as dead."""
+    import threading
+
+    import edgellm.device.store.store as store_module
+
+    store = ArtifactStore(tmp_path / "s")
+    files = {"a": b"1" * 100, "b": b"2" * 10}
+    m = parse_manifest(_manifest(files))
+    store.begin(m)
+    for f in m.files:
+        part = store.part(m.artifact_id, f.sha256)
+        part.write_bytes(files[f.path])
+        store.commit_blob(part, f.sha256)
+    real_fsync = store_module._fsync_dir
+    seen: list[str] = []
+
+    def racing_gc(path: Path) -> None:  # runs inside install, after the rename
+        gc = threading.Thread(target=store.gc)
+        gc.start()
+        gc.join(0.3)
+        seen.append("waited" if gc.is_alive() else "ran inside the install")
+        real_fsync(path)
+
+    monkeypatch.setattr(store_module, "_fsync_dir", racing_gc)
+    store.install(m)
+    monkeypatch.setattr(store_module, "_fsync_dir", real_fsync)
+    store.gc()
+    assert seen == ["waited"]
+    assert all(store.has_blob(f.sha256, f.size) for f in m.files)

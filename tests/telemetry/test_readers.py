@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
@@ -102,14 +101,16 @@ def test_source_prefers_skin_then_battery() -> None:
 
 async def test_battery_reader_timeout_cache_and_parse(tmp_path: Path) -> None:
     ok = tmp_path / "termux-battery-status"
-    ok.write_text(f'#!{sys.executable}\nprint(\'{{"percentage": 80, "temperature": 31.5}}\')\n')
+    # /bin/sh, like Termux:API's own script (and runnable from the emulated ARM Python, which
+    # cannot exec another ARM binary such as sys.executable).
+    ok.write_text('#!/bin/sh\necho \'{"percentage": 80, "temperature": 31.5}\'\n')
     ok.chmod(0o755)
     reader = BatteryReader(command=(str(ok),), timeout_s=5.0)
     assert reader.available and reader.cached() is None
     await reader.refresh()
     assert reader.cached() == 31.5
     hang = tmp_path / "hang"
-    hang.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
+    hang.write_text("#!/bin/sh\nexec sleep 30\n")
     hang.chmod(0o755)
     slow = BatteryReader(command=(str(hang),), timeout_s=0.3)
     slow.celsius = 30.0

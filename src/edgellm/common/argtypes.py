@@ -50,3 +50,19 @@ def float_in(low: float, high: float = math.inf) -> Callable[[str], float]:
 positive_int = int_in(1)
 non_negative_int = int_in(0)
 port_number = int_in(0, 65535)  # 0 = any free port
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """A byte count such as 0, 512M, 8G or 1.5T (binary units; a trailing B or iB is optional)."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in _UNITS else ""
+    try:
+        value = float(t[: len(t) - len(unit)]) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 0, 512M or 8G") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a size of at least 0")
+    return int(value)

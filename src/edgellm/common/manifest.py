@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -24,6 +25,11 @@ SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MAX_PATH_CHARS = 512
+# Why 255 bytes: NAME_MAX on every filesystem a phone or host uses (ext4, f2fs, tmpfs); a longer
+# component would upload in full and then fail at install with ENAMETOOLONG.
+MAX_COMPONENT_BYTES = 255
+# Why 2^40 (1 TiB): far above any model a phone holds, far below what overflows size arithmetic.
+MAX_FILE_BYTES = 1 << 40
 
 
 class ManifestInvalid(InvalidArgument):
@@ -40,8 +46,11 @@ def check_path(name: object) -> str:
         raise ManifestInvalid(f"file name {name!r} must be a non-empty string")
     if len(name) > MAX_PATH_CHARS:
         raise ManifestInvalid(f"file name {name[:40]!r}... is longer than {MAX_PATH_CHARS} characters")
-    if any(ord(c) < 32 for c in name):
-        raise ManifestInvalid(f"file name {name!r} contains a NUL or control character")
+    if any(unicodedata.category(c) in ("Cc", "Cf") for c in name):
+        # Cc: C0/C1 controls and DEL; Cf: format characters such as bidi overrides (display spoofing).
+        raise ManifestInvalid(f"file name {name!r} contains a NUL, control or format character")
+    if unicodedata.normalize("NFC", name) != name:
+        raise ManifestInvalid(f"file name {name!r} is not in Unicode NFC form; normalize it (NFC)")
     if "\\" in name:
         raise ManifestInvalid(f"file name {name!r} contains a backslash; use forward slashes")
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
@@ -51,8 +60,14 @@ def check_path(name: object) -> str:
         raise ManifestInvalid(f"file name {name!r} contains '..'")
     if any(p in ("", ".") for p in parts):
         raise ManifestInvalid(f"file name {name!r} has an empty or '.' component")
-    if name == MANIFEST:
-        raise ManifestInvalid(f"file name {name!r} is reserved for the manifest itself")
+    too_long = next((p for p in parts if len(p.encode("utf-8")) > MAX_COMPONENT_BYTES), None)
+    if too_long is not None:
+        raise ManifestInvalid(
+            f"file name component {too_long[:40]!r}... is longer than {MAX_COMPONENT_BYTES} bytes (UTF-8)"
+        )
+    if parts[0].startswith(MANIFEST):
+        # Every manifest.json* name at the top is the store's: the manifest and its temporaries.
+        raise ManifestInvalid(f"file name {name!r} is reserved (names starting with {MANIFEST!r})")
     return str(PurePosixPath(name))
 
 
@@ -72,6 +87,7 @@ class FileEntry:
     def __post_init__(self) -> None:
         check_path(self.path)
         _require(self.size >= 0, f"{self.path!r}: size {self.size} is negative")
+        _require(self.size <= MAX_FILE_BYTES, f"{self.path!r}: size {self.size} is over {MAX_FILE_BYTES}")
         _require(bool(_SHA256.match(self.sha256)), f"{self.path!r}: sha256 is not 64 lowercase hex digits")
 
 

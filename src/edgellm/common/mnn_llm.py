@@ -20,10 +20,11 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from edgellm.common.errors import Unavailable
+from edgellm.common.errors import FailedPrecondition, Unavailable
 from edgellm.common.mnn import c_stdout_to_stderr, import_mnn_llm
 
 Logits = npt.NDArray[np.float32]
+_NOT_LOADED = -1  # MNN.llm.LlmStatus.NOT_LOADED
 
 
 class _Var(Protocol):
@@ -33,6 +34,7 @@ class _Var(Protocol):
 class _Context(Protocol):
     gen_seq_len: int
     all_seq_len: int
+    status: int  # MNN.llm.LlmStatus: -1 NOT_LOADED after a failed load, 0 RUNNING after a good one
 
     def update(self, **fields: int) -> None: ...
 
@@ -75,6 +77,14 @@ class MnnLlm:
             ok = llm.load()
         if ok is False:
             raise Unavailable(f"MNN failed to load {config_path.parent}")
+        # Why the status: load() returns None even when the graph could not be read ("Load module
+        # failed"); the first forward then dies in native code (SIGSEGV, finding S3). The context's
+        # status is NOT_LOADED (-1) exactly then.
+        if int(llm.context.status) == _NOT_LOADED:
+            raise FailedPrecondition(
+                f"MNN could not load the model in {config_path.parent} (its graph or weights are "
+                "damaged or for another MNN version); rebuild the artifact with `edgellm convert`"
+            )
         return cls(llm)
 
     def encode(self, text: str) -> list[int]:

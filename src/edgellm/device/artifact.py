@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,8 +11,7 @@ from edgellm.common.errors import FailedPrecondition, InvalidArgument, NotFound
 from edgellm.common.hashing import sha256_file
 from edgellm.common.manifest import MANIFEST, ArtifactManifest
 from edgellm.common.runtime import Runtime
-
-MNN_CONFIG = "config.json"
+from edgellm.device.mnn_paths import MNN_CONFIG, check_mnn_paths
 
 
 @dataclass(frozen=True)
@@ -73,22 +73,76 @@ def parse_artifact_manifest(raw: bytes, where: Path) -> ArtifactManifest:
         raise FailedPrecondition(f"artifact {where}: {err}") from err
 
 
-def open_artifact(path: Path, verify_hashes: bool = False) -> Artifact:
-    """Read and check an artifact directory; raise NotFound/FailedPrecondition with a clear message."""
+def open_artifact(path: Path, verify_hashes: bool = False, links_into: Path | None = None) -> Artifact:
+    """Read and check an artifact directory; raise NotFound/FailedPrecondition with a clear message.
+
+    Every listed file must be a regular file inside `path` reached through real directories; a
+    symbolic link is accepted only when `links_into` is given and it points into that directory
+    (the store's blobs, where Android refuses hard links). With `verify_hashes`, each file's
+    sha256 is checked too. Before MNN opens it, `check_loadable` checks what its config names.
+    """
     manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
+    if manifest_path.is_symlink() or not manifest_path.is_file():
         raise NotFound(f"no artifact at {path}: {MANIFEST} missing (build one with `edgellm convert`)")
     raw = manifest_path.read_bytes()
     manifest = parse_artifact_manifest(raw, path)
     for entry in manifest.files:
-        f = path / entry.path
-        if not f.is_file() or f.stat().st_size != entry.size:
+        f = _listed_file(path, entry.path, links_into)
+        if f is None or f.stat().st_size != entry.size:
             raise FailedPrecondition(
                 f"artifact {path} is incomplete: {entry.path} missing or of the wrong size"
             )
-        if verify_hashes and sha256_file(f) != entry.sha256:
+        if verify_hashes and not _hash_matches(f, entry.sha256):
             raise FailedPrecondition(f"artifact {path} is corrupt: {entry.path} does not match its sha256")
+    listed = {f.path for f in manifest.files}
     for required in (MNN_CONFIG, manifest.tokenizer.token_table):
-        if not (path / required).is_file():
-            raise FailedPrecondition(f"artifact {path} has no {required}")
+        if required not in listed:
+            raise FailedPrecondition(f"artifact {path} has no {required} (its manifest does not list it)")
     return Artifact(path=path, manifest=manifest, artifact_id=hashlib.sha256(raw).hexdigest())
+
+
+def check_loadable(artifact: Artifact) -> None:
+    """FailedPrecondition unless the MNN config names only files the manifest lists (S3)."""
+    check_mnn_paths(artifact.path, {f.path for f in artifact.manifest.files})
+
+
+def _listed_file(root: Path, name: str, links_into: Path | None) -> Path | None:
+    """The file `name` under root if every directory on the way is real and it is a regular file
+    (or a link into `links_into`); None if it is missing; FailedPrecondition if it is a link out."""
+    here = root
+    parts = name.split("/")
+    for part in parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            raise FailedPrecondition(f"artifact {root}: {name} is reached through a symbolic link")
+    f = here / parts[-1]
+    try:
+        st = f.lstat()
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        target = f.resolve()
+        if links_into is None or not target.is_relative_to(links_into.resolve()):
+            raise FailedPrecondition(
+                f"artifact {root}: {name} is a symbolic link; artifact files must be regular files"
+            )
+        return target if target.is_file() else None
+    if not stat.S_ISREG(st.st_mode):
+        raise FailedPrecondition(f"artifact {root}: {name} is not a regular file")
+    return f
+
+
+# Files already hashed in this process, by identity and change time: a file whose inode, size and
+# mtime are unchanged is not re-read on every load (hashing a model costs seconds on a phone).
+_VERIFIED: dict[tuple[int, int, int, int, int], str] = {}
+
+
+def _hash_matches(f: Path, sha256: str) -> bool:
+    st = f.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if _VERIFIED.get(key) == sha256:
+        return True
+    ok = sha256_file(f) == sha256
+    if ok:
+        _VERIFIED[key] = sha256
+    return ok

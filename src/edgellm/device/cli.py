@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from edgellm.common.argtypes import float_in, int_in, non_negative_int, port_number, positive_int
+from edgellm.common.argtypes import byte_size, float_in, int_in, non_negative_int, port_number, positive_int
 from edgellm.common.errors import InvalidArgument, NotFound
 from edgellm.common.paths import resolve_artifact
 from edgellm.common.security_args import add_server_security
@@ -25,11 +25,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="artifact directory to load at start, or 'default' (the cached default artifact); "
+        help="model to load at start: an installed artifact's id, id prefix or name (as LoadModel), "
+        "an artifact directory, or 'default' (the cached default artifact); "
         "default: the model loaded before the last shutdown, if any",
     )
     p.add_argument(
+        "--allow-dir-load",
+        action="store_true",
+        help="let LoadModel load any artifact directory on this machine, not only installed "
+        "(pushed) artifacts; off by default because any client could then load arbitrary files",
+    )
+    p.add_argument(
         "--data-dir", type=Path, default=None, help="artifact store, token, daemon state (default ~/.edgellm)"
+    )
+    p.add_argument(
+        "--store-quota",
+        type=byte_size,
+        default=None,
+        help="most bytes the artifact store may hold, e.g. 8G; 0 = no quota "
+        "(default: what it holds plus half the disk free at start)",
+    )
+    p.add_argument(
+        "--disk-reserve",
+        type=byte_size,
+        default=None,
+        help="free disk a push must leave to other apps, e.g. 2G (default: 1 GiB or 5 %% of the disk)",
     )
     p.add_argument(
         "--threads",
@@ -117,18 +137,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--setpoint", type=float, default=None, help="skin setpoint °C (default: the first skin trip - 2)"
     )
+    p.add_argument(
+        "--sysfs-root",
+        type=Path,
+        default=Path("/"),
+        help="read thermal zones and cpufreq under this root instead of / (a fixture tree, e.g. "
+        "tests/fixtures/sysfs/sd8gen3, for emulated or test runs)",
+    )
     p.set_defaults(handler=run)
 
 
 def config_from(ns: argparse.Namespace) -> DaemonConfig:
     """DaemonConfig from parsed arguments."""
     model = resolve_artifact(ns.model) if ns.model else None
-    if model is not None and not (model / "manifest.json").is_file():
+    # A directory (a path, or 'default') must exist now; any other word is resolved in the store
+    # once it is open, as LoadModel resolves it (S4: the deployed service passes an artifact id).
+    looks_like_dir = ns.model == "default" or (model is not None and ("/" in ns.model or model.is_dir()))
+    if model is not None and looks_like_dir and not (model / "manifest.json").is_file():
         hint = (
             "build it with `make artifact` in the checkout, or `edgellm convert --model default -o "
             f"{model}` (a few minutes)"
             if ns.model == "default"
-            else "give an artifact directory (one with manifest.json), or 'default'"
+            else "give an artifact directory (one with manifest.json), an installed artifact's id or "
+            "name, or 'default'"
         )
         raise NotFound(f"no artifact at {model}: {hint}")
     try:
@@ -171,6 +202,10 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         virtual_phone_time_scale=ns.time_scale,
         governor_policy=GovernorPolicy(ns.governor),
         setpoint_c=ns.setpoint,
+        sysfs_root=ns.sysfs_root,
+        allow_dir_load=ns.allow_dir_load,
+        store_quota_bytes=ns.store_quota,
+        disk_reserve_bytes=ns.disk_reserve,
     )
 
 

@@ -20,8 +20,10 @@ class DaemonConfig:
     port: int = DEFAULT_DAEMON_PORT
     model: Path | None = None  # artifact directory loaded at start
     data_dir: Path = field(default_factory=default_data_dir)
-    store_quota_bytes: int = 0  # artifact store quota; 0 = none
-    disk_reserve_bytes: int = 64 << 20  # free disk a push must leave untouched
+    # Artifact store quota; None = half the disk free at start (plus what the store holds); 0 = none.
+    store_quota_bytes: int | None = None
+    # Free disk a push must leave untouched; None = the larger of 1 GiB and 5 % of the filesystem.
+    disk_reserve_bytes: int | None = None
     memory_margin_bytes: int = 256 << 20  # LoadModel keeps this much MemAvailable spare
     kv_budget_tokens: int = 4096  # KV positions admission budgets for when kv_window is 0
     proc_root: Path = Path("/")  # where /proc/meminfo is read (tests point it at a fake tree)
@@ -58,3 +60,4 @@ class DaemonConfig:
     push_idle_timeout_s: float = 60.0  # a push silent this long is stopped and its reservation freed
     max_telemetry_streams: int = 8  # concurrent StreamTelemetry subscribers
     max_health_watchers: int = 16  # concurrent Health/Watch streams (open without a token)
+    allow_dir_load: bool = False  # LoadModel may name a directory outside the store (S6)

@@ -60,7 +60,9 @@ class _Part:
 
     def open(self) -> None:
         """Open for append, re-hashing what an earlier push left (runs on the I/O thread)."""
-        fh = self.path.open("ab+")
+        # O_NOFOLLOW: a staged part is only ever a regular file the store made, never a link.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        fh = os.fdopen(fd, "ab+")
         size = fh.seek(0, os.SEEK_END)
         if size > self.entry.size:  # more than the file can hold: stale or torn, start over
             fh.truncate(0)
@@ -127,14 +129,16 @@ class PushReceiver:
         ready: ReadyFn | None,
     ) -> PushResult:
         store = self.store
-        status = store.status(manifest)
+        # Store calls stat, hash-free walks and fsync: off the event loop, so streams keep flowing (S22).
+        status = await asyncio.to_thread(store.status, manifest)
         if ready is not None:
             await ready(status)
         if status.installed:
-            art = store.install(manifest)  # no-op apart from dropping stale staging
+            art = await asyncio.to_thread(store.install, manifest)  # no-op apart from dropping staging
             return PushResult(art, 0, manifest.total_bytes)
-        store.reserve(manifest, status)
-        store.begin(manifest)
+        await asyncio.to_thread(store.check_name_free, manifest)
+        await asyncio.to_thread(store.reserve, manifest, status)
+        await asyncio.to_thread(store.begin, manifest)
         log.info("push_started", artifact_id=manifest.artifact_id[:12], missing=status.missing_bytes)
         session = _PushSession(store, manifest)
         try:
@@ -169,7 +173,7 @@ class _PushSession:
             raise InvalidArgument("only the first message of a push may carry a manifest")
         data = msg.data  # a view into the received message: written and hashed without a copy
         entry = self._entry(msg.path, msg.offset, len(data))
-        if self.store.blob(entry.sha256).is_file():
+        if self.store.has_blob(entry.sha256, entry.size):
             self.skipped += len(data)
             return
         part = await self._part(entry)
@@ -250,7 +254,7 @@ class _PushSession:
                 del self.parts[part.entry.sha256]
         await self._verify_staged()
         store, manifest = self.store, self.manifest
-        missing = [f for f in manifest.files if not store.blob(f.sha256).is_file()]
+        missing = [f for f in manifest.files if not store.has_blob(f.sha256, f.size)]
         if missing:
             gap = sum(st.size - st.have_bytes for st in store.status(manifest).files if not st.complete)
             raise FailedPrecondition(
@@ -266,7 +270,7 @@ class _PushSession:
         for f in self.manifest.files:
             staged = self.store.part(self.manifest.artifact_id, f.sha256)
             full = f.size == 0 or (staged.is_file() and staged.stat().st_size == f.size)
-            if full and not self.store.blob(f.sha256).is_file():
+            if full and not self.store.has_blob(f.sha256, f.size):
                 part = _Part(staged, f)
                 await self._run(part.open)
                 await self._run(self._verify, part)

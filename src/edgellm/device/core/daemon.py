@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -17,7 +18,7 @@ from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.config import DaemonConfig
-from edgellm.device.core.models import EngineFactory, ModelLifecycle
+from edgellm.device.core.models import EngineFactory, ModelLifecycle, same_load
 from edgellm.device.core.scheduler import Scheduler
 from edgellm.device.core.state import (
     ConfigUpdate,
@@ -33,6 +34,7 @@ from edgellm.device.governor.controller import GovernorConfig
 from edgellm.device.governor.runtime import GovernorRuntime
 from edgellm.device.push import PushReceiver, PushResult, ReadyFn
 from edgellm.device.store import ArtifactStore, StoreStatus, parse_manifest
+from edgellm.device.store.store import check_artifact_id, default_limits
 from edgellm.device.worker import EngineWorker
 
 log = get_logger(__name__)
@@ -41,6 +43,7 @@ VERSION = "0.1.0"
 # Why 8192: with no model loaded, UpdateConfig checks a new window against the default model's
 # trained context (SmolLM2); the next LoadModel checks it again against the real one.
 CONTEXT_WITHOUT_MODEL = 8192
+_FULL_ID = re.compile(r"[0-9a-f]{64}")
 
 
 class DaemonCore:
@@ -49,11 +52,10 @@ class DaemonCore:
     def __init__(self, config: DaemonConfig, engine_factory: EngineFactory = MnnEngine) -> None:
         self.started = time.time()
         self.worker = EngineWorker(config.queue_size)
-        self.store = ArtifactStore(
-            config.data_dir / "store",
-            quota_bytes=config.store_quota_bytes,
-            disk_reserve_bytes=config.disk_reserve_bytes,
-        )
+        root = config.data_dir / "store"
+        quota, reserve = default_limits(root, config.store_quota_bytes, config.disk_reserve_bytes)
+        self.store = ArtifactStore(root, quota_bytes=quota, disk_reserve_bytes=reserve)
+        log.info("store_limits", quota_bytes=quota, disk_reserve_bytes=reserve)
         self.governor = GovernorRuntime(
             threads=config.threads,
             config=GovernorConfig(policy=config.governor_policy, setpoint_c=config.setpoint_c),
@@ -93,9 +95,26 @@ class DaemonCore:
         """Load an artifact directory (admission-checked) and warm it up, replacing any loaded model."""
         return await self.models.load(path)
 
+    async def load_at_start(self, model: Path) -> LoadInfo | None:
+        """`edgellm daemon --model`: a directory, else an installed artifact's id, prefix or name.
+
+        If the last load of that artifact crashed the daemon (its "loading" marker survived), it is
+        not loaded again: the daemon serves NOT_SERVING and says so, rather than crash-looping.
+        """
+        crashed = self.models.crashed_last_load()
+        if (model / "manifest.json").is_file():
+            path = model
+        else:
+            path = await asyncio.to_thread(self.store.resolve_dir, str(model))
+        if crashed is not None and same_load(crashed, path):
+            log.error("start_model_skipped", model=str(model), reason="its last load crashed the daemon")
+            return None
+        return await self.models.load(path)
+
     async def load_model(self, name: str) -> LoadInfo:
         """LoadModel: an installed artifact (id, prefix or name), a directory loaded before, or a path."""
-        return await self.models.load(self.models.resolve(name))
+        path = await asyncio.to_thread(self.models.resolve, name)  # parses manifests: off the loop
+        return await self.models.load(path)
 
     async def unload(self, forget: bool = True) -> None:
         """Unload the model; with forget, a restart will not reload it."""
@@ -220,20 +239,35 @@ class DaemonCore:
         self.governor.validate(change.governor)
 
     # -- artifacts ---------------------------------------------------------------------------------
-    def artifact_status(self, manifest_json: str = "", artifact_id: str = "") -> StoreStatus:
+    async def artifact_status(self, manifest_json: str = "", artifact_id: str = "") -> StoreStatus:
         """What the device holds of an artifact (for resume), by its manifest or by an id it knows."""
         if manifest_json:
-            return self.store.status(parse_manifest(manifest_json))
+            return await asyncio.to_thread(self.store.status, parse_manifest(manifest_json))
         if artifact_id:
-            return self.store.status(self.store.known_manifest(artifact_id))
+            check_artifact_id(artifact_id)
+            manifest = await asyncio.to_thread(self.store.known_manifest, artifact_id)
+            return await asyncio.to_thread(self.store.status, manifest)
         raise InvalidArgument("give manifest_json or artifact_id")
 
-    def delete_artifact(self, name: str) -> None:
-        """Delete an installed artifact of any schema (unreadable too); the loaded one is refused."""
-        artifact_id = self.store.resolve_dir(name).name  # the directory, without parsing its manifest
+    async def delete_artifact(self, name: str) -> None:
+        """Delete an installed artifact of any schema (unreadable too) and any staged push of it.
+
+        A full id deletes a staged-only push too (S9); a prefix or name must name an installed
+        artifact. The loaded one is refused. Store work runs off the event loop (S22).
+        """
+        if not name:
+            raise InvalidArgument("artifact_id is required (an id, an 8+ digit prefix or a name)")
+        if _FULL_ID.fullmatch(name):
+            artifact_id = name
+        else:
+            artifact_id = (await asyncio.to_thread(self.store.resolve_dir, name)).name
         if self.models.is_loaded(artifact_id):
             raise FailedPrecondition(f"artifact {artifact_id[:12]} is loaded; unload it first")
-        self.store.delete(artifact_id)
+        await asyncio.to_thread(self.store.delete, artifact_id)
+
+    async def list_models_async(self) -> list[ModelEntry]:
+        """list_models off the event loop (it parses every installed manifest)."""
+        return await asyncio.to_thread(self.list_models)
 
     async def push(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
         """Receive a pushed artifact into the store (see edgellm.device.push)."""

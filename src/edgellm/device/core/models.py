@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound
 from edgellm.common.logs import get_logger
 from edgellm.common.runtime import Runtime
@@ -41,6 +43,22 @@ EngineFactory = Callable[[Artifact, EngineConfig], Engine]
 # Why 8: a model named by an id prefix must be unambiguous among a handful of artifacts and
 # still be typeable; 8 hex digits (32 bits) is what `git` shows by default, and the store agrees.
 MIN_ID_PREFIX = 8
+
+
+def check_forward(engine: Engine) -> None:
+    """One real token through the model, so a model MNN "loaded" without its graph is refused now
+    (S3: `load()` does not report a missing graph; the first forward used to crash the daemon)."""
+    logits = engine.prefill([0])
+    engine.reset()
+    if not np.all(np.isfinite(np.asarray(logits))):
+        raise FailedPrecondition("the model loaded but its first forward gave non-finite logits")
+
+
+def same_load(crashed: dict[str, str], path: Path, artifact_id: object = None) -> bool:
+    """Whether a crashed-load record names this artifact (an unreadable record names every one)."""
+    if not crashed:
+        return True
+    return crashed.get("path") == str(path) or crashed.get("artifact_id") in (artifact_id, path.name)
 
 
 def usable_cpus() -> int:
@@ -94,17 +112,44 @@ class ModelLifecycle:
 
     # -- load and unload ---------------------------------------------------------------------------
     async def load(self, path: Path) -> LoadInfo:
-        """Load an artifact on the worker thread (replacing any loaded one) and warm it up."""
-        artifact = open_artifact(path)
+        """Load an artifact on the worker thread (replacing any loaded one) and warm it up.
+
+        Before the engine sees it, the artifact is checked off the event loop: regular files of the
+        listed sizes and sha256, links only into the store's blobs (S1, S6); the MNN engine then
+        checks the files its config names (S3). A "loading" marker is on disk while MNN works, so a
+        native crash is known at the next start (`crashed_last_load`); the model is remembered for
+        restarts only after a real forward succeeded.
+        """
+        artifact = await asyncio.to_thread(self._open_checked, path)
         engine_config = self.engine_config(artifact.runtime)
         self.check_memory(artifact, engine_config.attention_mode)
-        loaded = await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
+        self._write_json(
+            self._loading_file, {"path": str(artifact.path), "artifact_id": artifact.artifact_id}
+        )
+        try:
+            loaded = await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
+        finally:
+            self._loading_file.unlink(missing_ok=True)  # a Python-level failure is not a crash
         if not self.tuning.pinned:
             self.on_threads(self.tuning.threads)  # on the event loop, where the governor lives
         self.last_used = time.monotonic()
         self._remember(artifact)
         self._notify(True)
         return loaded.info
+
+    def _open_checked(self, path: Path) -> Artifact:
+        in_store = path.resolve().parent == self.store.artifacts.resolve()
+        return open_artifact(path, verify_hashes=True, links_into=self.store.blobs if in_store else None)
+
+    def crashed_last_load(self) -> dict[str, str] | None:
+        """The load ({path, artifact_id}) under way when the daemon last died, if any; clears it."""
+        try:
+            record = json.loads(self._loading_file.read_text())
+        except (OSError, ValueError):
+            return None
+        self._loading_file.unlink(missing_ok=True)
+        log.error("last_load_crashed", record=record, action="not reloading it at start; LoadModel retries")
+        return {str(k): str(v) for k, v in record.items()} if isinstance(record, dict) else {}
 
     def _load(self, artifact: Artifact, engine_config: EngineConfig) -> Loaded:
         """On the worker thread: free the old engine, then build, load and warm up the new one."""
@@ -124,6 +169,8 @@ class ModelLifecycle:
                 # The draft policy prices verify lengths by these (a few dozen forwards; none if
                 # draft_max is 0). Without a warm-up nothing is timed and drafting stays off.
                 measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
+            else:
+                check_forward(engine)
         except BaseException:
             self.state = EngineState.EMPTY
             raise
@@ -230,16 +277,26 @@ class ModelLifecycle:
         return self.loaded is not None and self.loaded.artifact.artifact_id == artifact_id
 
     def resolve(self, name: str) -> Path:
-        """A LoadModel name: installed artifact (id, prefix, name), a loaded-before directory, or a path."""
+        """A LoadModel name: installed artifact (id, prefix, name), a loaded-before directory, or a path.
+
+        A path is accepted only when the daemon runs with --allow-dir-load (S6): without it, only
+        what went through PushArtifact's checks, or what the operator loaded at start, loads.
+        """
         if not name:
             raise FailedPrecondition("name the model to load: an artifact id, its name, or a directory")
         with contextlib.suppress(NotFound):
-            return self.store.resolve(name).path
+            return self.store.resolve_dir(name)
         for art in self.directories():
             if names(art, name):
                 return art.path
-        if "/" in name and Path(name).is_dir():
-            return Path(name)
+        if "/" in name:
+            if not self.config.allow_dir_load:
+                raise FailedPrecondition(
+                    f"{name!r} is a directory: LoadModel loads installed artifacts only (push it with "
+                    "`edgellm push`), unless the daemon was started with --allow-dir-load"
+                )
+            if Path(name).is_dir():
+                return Path(name)
         raise NotFound(f"no installed artifact or artifact directory called {name!r} (see `edgellm models`)")
 
     def directories(self) -> list[Artifact]:
@@ -254,6 +311,10 @@ class ModelLifecycle:
     @property
     def _loaded_file(self) -> Path:
         return self.config.data_dir / "loaded.json"
+
+    @property
+    def _loading_file(self) -> Path:
+        return self.config.data_dir / "loading.json"
 
     @property
     def _directories_file(self) -> Path:
@@ -285,9 +346,15 @@ class ModelLifecycle:
 
     async def restore(self) -> LoadInfo | None:
         """Reload the model loaded before the last shutdown, if any (a failure is logged, not fatal)."""
+        crashed = self.crashed_last_load()
         try:
             record = json.loads(self._loaded_file.read_text())
         except (OSError, ValueError):
+            return None
+        if crashed is not None and same_load(
+            crashed, Path(str(record.get("path"))), record.get("artifact_id")
+        ):
+            log.warning("restore_skipped", record=record, reason="its load crashed the daemon last time")
             return None
         try:
             info = await self.load(Path(record["path"]))

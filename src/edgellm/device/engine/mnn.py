@@ -11,7 +11,7 @@ from edgellm.common.errors import FailedPrecondition
 from edgellm.common.logs import get_logger
 from edgellm.common.mnn_llm import MnnLlm
 from edgellm.common.token_table import TokenTable
-from edgellm.device.artifact import Artifact
+from edgellm.device.artifact import Artifact, check_loadable
 from edgellm.device.engine.base import Logits, last_row
 from edgellm.device.engine.config import EngineConfig, verify_lengths
 
@@ -24,6 +24,7 @@ class MnnEngine:
     def __init__(self, artifact: Artifact, config: EngineConfig) -> None:
         self.artifact = artifact
         self.config = config
+        check_loadable(artifact)  # before MNN concatenates any of its config's names (S3)
         try:
             self.tokens = TokenTable(artifact.token_table)
         except ValueError as err:  # a damaged artifact, not a bad request and not a daemon bug

@@ -78,7 +78,7 @@ async def start_server(config: DaemonConfig, engine_factory: EngineFactory = Mnn
     running = RunningDaemon(server, core, health_state.servicer, port, security)
     if config.model is not None:
         try:
-            await core.load(config.model)
+            await core.load_at_start(config.model)
         except BaseException:
             await running.stop(0)
             raise

@@ -103,7 +103,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         self, request: device_pb2.ListModelsRequest, context: Ctx
     ) -> device_pb2.ListModelsResponse:
         """Installed artifacts, plus artifact directories the daemon loaded (while they exist)."""
-        entries = self.core.list_models()
+        entries = await self.core.list_models_async()
         return device_pb2.ListModelsResponse(
             models=[wire.artifact_info(e.artifact, e.loaded) for e in entries]
         )
@@ -133,7 +133,9 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         self, request: device_pb2.GetArtifactStatusRequest, context: Ctx
     ) -> device_pb2.ArtifactStatus:
         """What the device already holds of an artifact (for resume)."""
-        st = self.core.artifact_status(manifest_json=request.manifest_json, artifact_id=request.artifact_id)
+        st = await self.core.artifact_status(
+            manifest_json=request.manifest_json, artifact_id=request.artifact_id
+        )
         return wire.artifact_status_message(st)
 
     @unary
@@ -141,5 +143,5 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         self, request: device_pb2.DeleteArtifactRequest, context: Ctx
     ) -> device_pb2.DeleteArtifactResponse:
         """Delete an installed artifact; the loaded one is refused."""
-        self.core.delete_artifact(request.artifact_id)
+        await self.core.delete_artifact(request.artifact_id)
         return device_pb2.DeleteArtifactResponse()

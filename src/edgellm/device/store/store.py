@@ -16,12 +16,22 @@ import json
 import os
 import re
 import shutil
+import stat
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound, ResourceExhausted
+from edgellm.common.errors import (
+    AlreadyExists,
+    EdgeError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+)
 from edgellm.common.logs import get_logger
 from edgellm.common.manifest import MANIFEST
 from edgellm.common.push_manifest import PushManifest, parse_manifest
@@ -31,6 +41,36 @@ log = get_logger(__name__)
 
 FreeBytes = Callable[[Path], int]
 _ARTIFACT_ID = re.compile(r"[0-9a-f]{64}")
+# Why 7 days: a push cut off by a dropped link resumes within minutes or hours; staging older than
+# a week is abandoned and only holds disk (finding S9).
+STAGING_TTL_S = 7 * 24 * 3600
+
+
+def check_artifact_id(artifact_id: str) -> str:
+    """Return artifact_id if it is 64 lowercase hex digits (a sha256), else InvalidArgument."""
+    if not _ARTIFACT_ID.fullmatch(artifact_id):
+        raise InvalidArgument(
+            f"artifact_id {artifact_id[:80]!r} is not an artifact id (64 lowercase hex digits; "
+            "see `edgellm models`)"
+        )
+    return artifact_id
+
+
+def default_limits(root: Path, quota_bytes: int | None, reserve_bytes: int | None) -> tuple[int, int]:
+    """The store's (quota, disk reserve): given values, or the defaults for the disk under root.
+
+    Why these defaults (finding S9): a phone's /data is shared with every app, so pushes may use at
+    most half of what is free when the daemon starts, and never the last 1 GiB or 5 %.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    st = os.statvfs(root)
+    if reserve_bytes is None:
+        reserve_bytes = max(1 << 30, st.f_blocks * st.f_frsize // 20)
+    if quota_bytes is None:
+        # What the quota counts (as `used_bytes` does): blobs and staged parts, not the links to them.
+        held = [*(root / "blobs").glob("*"), *(root / "staging").glob("*/*.part")]
+        quota_bytes = sum(p.lstat().st_size for p in held) + st.f_bavail * st.f_frsize // 2
+    return quota_bytes, reserve_bytes
 
 
 def disk_free(path: Path) -> int:
@@ -64,7 +104,12 @@ class StoreStatus:
 
 
 class ArtifactStore:
-    """Blobs, staging and installed artifacts under one root; all methods are synchronous."""
+    """Blobs, staging and installed artifacts under one root; all methods are synchronous.
+
+    Callers on an event loop run them in an executor; `lock` serialises every method that
+    changes the store (begin, commit, install, delete, gc), so gc never sees an install between
+    its scans (finding S21).
+    """
 
     def __init__(
         self,
@@ -83,34 +128,66 @@ class ArtifactStore:
         self.tmp = root / "tmp"
         self.trash = root / "trash"
         self.reserved: dict[str, int] = {}  # artifact_id -> bytes promised to a running push
+        self.lock = threading.RLock()
         for d in (self.blobs, self.staging, self.artifacts, self.tmp, self.trash):
             d.mkdir(parents=True, exist_ok=True)
         self._recover()
 
     def _recover(self) -> None:
-        """Remove half-built installs and half-finished deletions left by a crash."""
+        """Remove half-built installs and half-finished deletions left by a crash, and old staging."""
         for d in (self.tmp, self.trash):
             for child in d.iterdir():
                 _remove(child)
+        self.expire_staging()
+
+    def expire_staging(self, ttl_s: float = STAGING_TTL_S, now: float | None = None) -> int:
+        """Discard staged pushes untouched for ttl_s seconds (and their blobs); return how many."""
+        now = time.time() if now is None else now
+        expired = 0
+        with self.lock:
+            for d in list(self.staging.iterdir()):
+                try:
+                    newest = max([d.stat().st_mtime, *(p.stat().st_mtime for p in d.iterdir())])
+                except OSError:
+                    continue
+                if now - newest > ttl_s and d.name not in self.reserved:
+                    log.info("staging_expired", artifact_id=d.name[:12], age_s=round(now - newest))
+                    _remove(d)
+                    expired += 1
+            if expired:
+                self.gc()
+        return expired
 
     # -- queries -------------------------------------------------------------------------------------
     def blob(self, sha256: str) -> Path:
         """Path of a blob (which may not exist)."""
         return self.blobs / sha256
 
+    def has_blob(self, sha256: str, size: int) -> bool:
+        """Whether a blob is present as a regular file of the expected size (never a link).
+
+        Why the size: a blob whose size is wrong was changed after its hash was checked; counting
+        it present would make a re-push skip it, so the damage could never be repaired (S1).
+        """
+        try:
+            st = self.blob(sha256).lstat()
+        except FileNotFoundError:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_size == size
+
     def part(self, artifact_id: str, sha256: str) -> Path:
         """Path of a staged partial file."""
-        return self.staging / artifact_id / f"{sha256}.part"
+        return self.staging / check_artifact_id(artifact_id) / f"{sha256}.part"
 
     def is_installed(self, artifact_id: str) -> bool:
         """True if the artifact is installed (its manifest is in place)."""
-        return (self.artifacts / artifact_id / MANIFEST).is_file()
+        return (self.artifacts / check_artifact_id(artifact_id) / MANIFEST).is_file()
 
     def status(self, manifest: PushManifest) -> StoreStatus:
         """What is already here of manifest's files: complete blobs and staged prefixes."""
         files = []
         for f in manifest.files:
-            if self.blob(f.sha256).is_file():
+            if self.has_blob(f.sha256, f.size):
                 have, done = f.size, True
             else:
                 try:
@@ -123,6 +200,7 @@ class ArtifactStore:
 
     def known_manifest(self, artifact_id: str) -> PushManifest:
         """The manifest of an installed or staged artifact, by id."""
+        check_artifact_id(artifact_id)
         for d in (self.artifacts, self.staging):
             path = d / artifact_id / MANIFEST
             if path.is_file():
@@ -162,6 +240,15 @@ class ArtifactStore:
         if not hits:
             raise NotFound(f"no installed artifact is called {name!r} (see `edgellm models`)")
         return hits[0]
+
+    def check_name_free(self, manifest: PushManifest) -> None:
+        """Refuse a push whose name an installed artifact with another id already has (S13)."""
+        for art in self.installed():
+            if art.name == manifest.name and art.artifact_id != manifest.artifact_id:
+                raise AlreadyExists(
+                    f"the name {manifest.name!r} is taken by installed artifact {art.artifact_id[:12]}; "
+                    f"rename the artifact, or delete that one first (`edgellm rm {art.artifact_id[:12]}`)"
+                )
 
     def used_bytes(self) -> int:
         """Bytes held by blobs and staged parts."""
@@ -203,22 +290,28 @@ class ArtifactStore:
     # -- writes --------------------------------------------------------------------------------------
     def begin(self, manifest: PushManifest) -> Path:
         """Create (or reuse) the staging directory, manifest first so a restart knows the push."""
-        d = self.staging / manifest.artifact_id
-        d.mkdir(exist_ok=True)
-        m = d / MANIFEST
-        if not m.is_file():
-            _write_atomic(m, manifest.raw)
-        return d
+        with self.lock:
+            d = self.staging / manifest.artifact_id
+            d.mkdir(exist_ok=True)
+            m = d / MANIFEST
+            if not m.is_file():
+                self._write_new(m, manifest.raw)
+            return d
 
     def commit_blob(self, part: Path, sha256: str) -> None:
         """Move a verified part into the blob store (identical content may already be there)."""
-        part.replace(self.blob(sha256))
+        with self.lock:
+            part.replace(self.blob(sha256))
 
     def install(self, manifest: PushManifest) -> Artifact:
         """Assemble the artifact in tmp/ from blobs, write its manifest last, rename into place."""
+        with self.lock:
+            return self._install(manifest)
+
+    def _install(self, manifest: PushManifest) -> Artifact:
         final = self.artifacts / manifest.artifact_id
         if not self.is_installed(manifest.artifact_id):
-            missing = [f.path for f in manifest.files if not self.blob(f.sha256).is_file()]
+            missing = [f.path for f in manifest.files if not self.has_blob(f.sha256, f.size)]
             if missing:
                 raise FailedPrecondition(f"cannot install: {len(missing)} files missing, e.g. {missing[0]}")
             build = self.tmp / f"{manifest.artifact_id}.{uuid.uuid4().hex[:8]}"
@@ -228,7 +321,7 @@ class ArtifactStore:
                     dst = build / f.path
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     _link(self.blob(f.sha256), dst)
-                _write_atomic(build / MANIFEST, manifest.raw)
+                self._write_new(build / MANIFEST, manifest.raw)
                 build.rename(final)
             except OSError as err:
                 _remove(build)
@@ -239,33 +332,56 @@ class ArtifactStore:
         return Artifact(path=final, manifest=manifest.manifest, artifact_id=manifest.artifact_id)
 
     def delete(self, artifact_id: str) -> Path:
-        """Remove an installed artifact (rename away first), then blobs nothing else references."""
-        if not _ARTIFACT_ID.fullmatch(artifact_id):
-            raise NotFound(f"{artifact_id!r} is not an artifact id (64 hex digits; see `edgellm models`)")
-        path = self.artifacts / artifact_id
-        if not (path / MANIFEST).is_file():
+        """Remove an installed artifact and any staged push of it, then blobs nothing else lists.
+
+        Raises NotFound only when there was neither an installed artifact nor a staged push.
+        """
+        check_artifact_id(artifact_id)
+        with self.lock:
+            if artifact_id in self.reserved:
+                raise FailedPrecondition(f"artifact {artifact_id[:12]} is being pushed; try again after")
+            path = self.artifacts / artifact_id
             staged = self.staging / artifact_id
-            if staged.is_dir():
-                _remove(staged)
-                self.gc()
-                raise NotFound(f"artifact {artifact_id} was not installed; its staged push was discarded")
-            raise NotFound(f"no artifact {artifact_id} on this device")
-        doomed = self.trash / f"{artifact_id}.{uuid.uuid4().hex[:8]}"
-        path.rename(doomed)
-        _remove(doomed)
-        self.gc()
-        return path
+            installed = (path / MANIFEST).is_file()
+            if not installed and not staged.is_dir():
+                raise NotFound(f"no artifact {artifact_id} on this device (installed or staged)")
+            if installed:
+                doomed = self.trash / f"{artifact_id}.{uuid.uuid4().hex[:8]}"
+                path.rename(doomed)
+                _remove(doomed)
+            _remove(staged)
+            self.gc()
+            return path
 
     def gc(self) -> int:
         """Delete blobs no installed or staged manifest lists; return how many."""
-        live: set[str] = set()
-        for d in (self.artifacts, self.staging):
-            for m in d.glob(f"*/{MANIFEST}"):
-                live.update(_listed_blobs(m))
-        dead = [p for p in self.blobs.iterdir() if p.name not in live]
-        for p in dead:
-            p.unlink(missing_ok=True)
-        return len(dead)
+        with self.lock:
+            live: set[str] = set()
+            for d in (self.artifacts, self.staging):
+                for m in d.glob(f"*/{MANIFEST}"):
+                    live.update(_listed_blobs(m))
+            dead = [p for p in self.blobs.iterdir() if p.name not in live]
+            for p in dead:
+                p.unlink(missing_ok=True)
+            return len(dead)
+
+    def _write_new(self, path: Path, data: bytes) -> None:
+        """Write data to a fresh file in tmp/ (O_EXCL, O_NOFOLLOW), fsync it, rename it to path.
+
+        Why not `path.tmp`: a file of that name may be a hard link to a shared blob (S1); a fresh
+        name created exclusively in a directory only the store writes can never be one.
+        """
+        tmp = self.tmp / f"write.{uuid.uuid4().hex}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def _listed_blobs(manifest_path: Path) -> set[str]:
@@ -288,15 +404,6 @@ def _link(blob: Path, dst: Path) -> None:
         os.link(blob, dst)
     except PermissionError:
         dst.symlink_to(os.path.relpath(blob, dst.parent))
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
 
 
 def _fsync_dir(path: Path) -> None:
