@@ -240,6 +240,9 @@ def check(cmd: Command, out: str, walk: Walk) -> None:
         assert "Paris" in out and out.count("bot> ") == 2, out
     elif "simulate" in line:
         assert json.loads(out)["mean_tokens_per_second"] > 0
+    elif "--json-schema" in line:  # the schema the README's line before writes
+        person = json.loads(out)
+        assert isinstance(person["name"], str) and isinstance(person["age"], int), out
     elif "--json" in line:
         check_json(line, out)
     elif "--plot" in line:

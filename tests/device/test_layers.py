@@ -19,6 +19,7 @@ FORBIDDEN = [
     ("governor", ("edgellm.device.core", "edgellm.device.rpc", "edgellm.v1")),
     ("telemetry", ("edgellm.device.governor", "edgellm.device.core", "edgellm.device.rpc", "edgellm.v1")),
     ("store", ("edgellm.device.core", "edgellm.device.rpc", "edgellm.v1")),
+    ("constrain", ("edgellm.device.core", "edgellm.device.rpc", "edgellm.v1")),
 ]
 DOMAIN_MODULES = ("generation", "kv_cache", "kv_window", "sampler", "text", "worker", "push", "admission")
 

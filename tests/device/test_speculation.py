@@ -6,19 +6,23 @@ tests/device/test_speculation_model.py; the long distribution run is bench/bench
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
 
 from edgellm.common.chi2 import goodness_of_fit, two_sample
 from edgellm.device.artifact import open_artifact
-from edgellm.device.decoding import Speculation
+from edgellm.device.constrain import Constraint, ConstraintKind, TokenGuide
+from edgellm.device.constrain.library import TokenizerCache
+from edgellm.device.decoding import Speculation, TokenLoop
 from edgellm.device.drafting import DraftPolicy, ForwardCosts, NgramDrafter
 from edgellm.device.engine.config import EngineConfig
 from edgellm.device.generation import Delta, Event, Finished, GenerationJob, run_generation
-from edgellm.device.kv_cache import KvCache
+from edgellm.device.kv_cache import FeedStats, KvCache
 from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.rpc.wire import job_from
 from edgellm.device.sampler import Sampler, SamplingConfig
@@ -133,3 +137,55 @@ def test_speculation_is_opt_in_on_the_wire(wire: int, expected: Speculation) -> 
     """Greedy identity does not hold on MNN (docs/speculation.md), so an unset field means off."""
     req = device_pb2.GenerateRequest(prompt="hi", speculation=wire)  # type: ignore[arg-type]
     assert job_from(req, "r", 0.0).speculation is expected
+
+
+def test_a_constrained_request_never_drafts_even_with_speculation_auto(tmp_path: Path) -> None:
+    # A draft token is accepted against the model's logits only, so it could leave the grammar:
+    # with a constraint, speculation=AUTO decodes plainly (docs/constrained.md).
+    artifact = open_artifact(write_fake_artifact(tmp_path, hf_tokenizer=True))
+    engine = FakeEngine(artifact, EngineConfig(draft_max=8), reply=REPLY)
+    engine.load()
+    constraint = Constraint(ConstraintKind.REGEX, r"[A-Za-z .]+")
+    tokenizers = TokenizerCache()
+    outputs = []
+    for spec in (Speculation.OFF, Speculation.AUTO):
+        pieces: list[str] = []
+
+        def emit(event: Event, pieces: list[str] = pieces) -> None:
+            if isinstance(event, Delta):
+                pieces.append(event.text)
+
+        job = GenerationJob(
+            "t",
+            None,
+            (("user", "Repeat:" + REPLY),),
+            40,
+            SamplingConfig(),
+            constraint=constraint,
+            speculation=spec,
+        )
+        guide = TokenGuide.start(constraint, artifact, tokenizers)
+        done = run_generation(
+            KvCache(engine, WindowPolicy(), costs=COSTS), job, emit, threading.Event(), guide=guide
+        )
+        assert done.stats.draft_tokens == 0
+        assert done.stats.constraint_ms > 0
+        outputs.append("".join(pieces))
+    assert outputs[0] == outputs[1]
+    assert re.fullmatch(r"[A-Za-z .]+", outputs[1])
+
+
+def test_the_token_loop_refuses_a_guide_with_a_drafter(fake_engine: FakeEngine) -> None:
+    cache = KvCache(fake_engine, WindowPolicy(), costs=COSTS)
+    guide = cast(TokenGuide, object())  # refused before it is used
+    with pytest.raises(ValueError, match="cannot draft"):
+        TokenLoop(
+            cache,
+            Sampler(SamplingConfig()),
+            lambda _: False,
+            4,
+            FeedStats(),
+            DraftPolicy(COSTS, 8),
+            None,
+            guide,
+        )

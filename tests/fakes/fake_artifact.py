@@ -9,10 +9,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import tokenizers
+
 from edgellm.common.manifest import MANIFEST, ModelShape, Tokenizer
 from edgellm.common.runtime import Runtime
 from edgellm.common.token_table import FILENAME as TOKEN_TABLE
 from edgellm.common.token_table import write_token_table
+from edgellm.host.builder.pipeline import HF_TOKENIZER
+from edgellm.host.convert.token_table import _byte_decoder
 from tests.manifests import manifest_for
 
 SPECIALS = (b"<|endoftext|>", b"<|im_start|>", b"<|im_end|>")
@@ -25,14 +29,38 @@ END_OF_TEXT, IM_START, IM_END = 0, 1, 2
 STOP_IDS = (END_OF_TEXT, IM_END)
 
 
+def write_hf_tokenizer(path: Path) -> None:
+    """A byte-level tokenizers JSON for the fake vocabulary (llguidance reads only its token bytes)."""
+    byte_char = {b: ch for ch, b in _byte_decoder().items()}
+    vocab = {"".join(byte_char[b] for b in piece): i for i, piece in enumerate(PIECES)}
+    for i, special in enumerate(SPECIALS):  # specials are literal text, not byte-level spellings
+        vocab[special.decode()] = i
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    tok.add_special_tokens([tokenizers.AddedToken(s.decode(), special=True) for s in SPECIALS])
+    path.write_text(tok.to_str(), encoding="utf-8")
+
+
 def write_fake_artifact(
-    root: Path, name: str = "fake-model", context_length: int = 2048, runtime: Runtime | None = None
+    root: Path,
+    name: str = "fake-model",
+    context_length: int = 2048,
+    runtime: Runtime | None = None,
+    hf_tokenizer: bool = False,
 ) -> Path:
-    """Write the fake artifact into `root` (created), with `runtime` as its MNN settings; return it."""
+    """Write the fake artifact into `root` (created), with `runtime` as its MNN settings; return it.
+
+    With `hf_tokenizer` it carries tokenizer.json too, as artifacts built for constrained output do.
+    """
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text("{}\n")
     write_token_table(PIECES, root / TOKEN_TABLE)
-    files = {rel: (root / rel).read_bytes() for rel in ("config.json", TOKEN_TABLE)}
+    names = ["config.json", TOKEN_TABLE]
+    if hf_tokenizer:
+        write_hf_tokenizer(root / HF_TOKENIZER)
+        names.append(HF_TOKENIZER)
+    files = {rel: (root / rel).read_bytes() for rel in names}
     # A tiny model shape, so memory admission and KV sizing have numbers to work with.
     shape = ModelShape(
         architecture="llama",
@@ -52,7 +80,9 @@ def write_fake_artifact(
         base,
         source=replace(base.source, name="fake (tests/fakes)"),
         model=shape,
-        tokenizer=Tokenizer(TOKEN_TABLE, "tokenizer.mtok", STOP_IDS, len(PIECES)),
+        tokenizer=Tokenizer(
+            TOKEN_TABLE, "tokenizer.mtok", STOP_IDS, len(PIECES), HF_TOKENIZER if hf_tokenizer else None
+        ),
         runtime=runtime or Runtime(),
     )
     (root / MANIFEST).write_text(manifest.to_json())

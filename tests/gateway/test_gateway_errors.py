@@ -82,7 +82,9 @@ async def test_an_unknown_model_is_a_404(client: openai.AsyncOpenAI) -> None:
 
 
 async def test_response_format_reaches_the_device_as_a_constraint(client: openai.AsyncOpenAI) -> None:
-    # Until the device enforces constraints it answers FAILED_PRECONDITION: never unconstrained text.
+    # The fake artifact carries no tokenizer.json, so the device cannot enforce a constraint and
+    # refuses (FAILED_PRECONDITION): never unconstrained text. tests/gateway/test_constrained.py
+    # has the answered case.
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     formats: list[Any] = [
         {"type": "json_object"},

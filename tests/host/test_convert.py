@@ -66,7 +66,8 @@ def test_default_artifact_is_the_convert_preset_with_its_gate_and_reference(defa
     verify_files(default_artifact, manifest)
     names = {f.path for f in manifest.files}
     required = {"config.json", "llm_config.json", "llm.mnn", "llm.mnn.weight", "tokenizer.mtok", "tokens.bin"}
-    assert required <= names
+    assert required | {"tokenizer.json"} <= names
+    assert manifest.tokenizer.hf_tokenizer == "tokenizer.json"  # constrained output (docs/constrained.md)
     assert 2 in manifest.tokenizer.stop_token_ids  # <|im_end|>
     assert manifest.source.sha256 == default_source().sha256 and manifest.source.format == "gguf"
     assert (Path(manifest.source.hf_dir) / "config.json").is_file()  # `edgellm eval` finds its fp reference

@@ -90,12 +90,15 @@ class DaemonClient:
         stop: Sequence[str] = (),
         session_id: str = "",
         speculation: str = "off",
+        *,
+        constraint: device_pb2.OutputConstraint | None = None,
         **sampling: float,
     ) -> Completion:
-        """Run a whole generation and collect it."""
+        """Run a whole generation and collect it (within `constraint` when given)."""
         request = build_request(
             prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation, **sampling
         )
+        request = constrained(request, constraint)
         out = Completion()
         start = time.perf_counter()
         for response in self.stream(request):
@@ -141,3 +144,17 @@ def build_request(
         session_id=session_id,
         speculation=SPECULATION[speculation],
     )
+
+
+def constrained(
+    request: device_pb2.GenerateRequest, constraint: device_pb2.OutputConstraint | None
+) -> device_pb2.GenerateRequest:
+    """The request with `constraint` set (unchanged when None)."""
+    if constraint is not None:
+        request.constraint.CopyFrom(constraint)
+    return request
+
+
+def json_schema_constraint(schema: str) -> device_pb2.OutputConstraint:
+    """An OutputConstraint: the output is JSON valid against this JSON Schema (its text)."""
+    return device_pb2.OutputConstraint(json_schema=schema)

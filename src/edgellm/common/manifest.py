@@ -144,6 +144,13 @@ class Tokenizer:
     mnn_tokenizer: str  # MNN's own tokenizer file (llmexport's tokenizer.mtok)
     stop_token_ids: tuple[int, ...]
     vocab_size: int
+    # The Hugging Face tokenizers JSON (tokenizer.json): what llguidance needs to constrain output
+    # (docs/constrained.md). None in artifacts built before it was carried; they serve free text only.
+    hf_tokenizer: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.hf_tokenizer is not None:
+            check_path(self.hf_tokenizer)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@ sampler accepts the longest draft prefix it agrees with (`Sampler.verify`: exact
 speculative-sampling rule otherwise), and the rejected tokens are rewound out of the KV cache.
 Where the draft stops being accepted the loop is back to what a plain step would give, so the
 emitted text is what plain decoding emits (greedy) or distributed as it (sampled).
+
+With a TokenGuide (a constrained request), every token is sampled from grammar-masked logits
+and the loop never drafts: a draft is verified against the model only, not the grammar.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from edgellm.common.errors import InvalidArgument
+from edgellm.device.constrain import TokenGuide
 from edgellm.device.drafting import DraftPolicy, ForwardCosts, NgramDrafter
 from edgellm.device.engine.base import Engine, Logits
 from edgellm.device.engine.config import verify_lengths
@@ -62,9 +67,14 @@ class TokenLoop:
         feed: FeedStats,
         policy: DraftPolicy | None = None,
         drafter: NgramDrafter | None = None,
+        guide: TokenGuide | None = None,
     ) -> None:
+        if guide is not None and (policy is not None or drafter is not None):
+            # A draft token is accepted against the model's logits, never the grammar's mask, so
+            # it could leave the constraint: constrained requests decode plainly.
+            raise ValueError("a constrained generation cannot draft")
         self.cache, self.sampler, self.push, self.max_new, self.feed = cache, sampler, push, max_new, feed
-        self.policy, self.drafter = policy, drafter
+        self.policy, self.drafter, self.guide = policy, drafter, guide
         self.stop_ids = cache.engine.stop_ids
         self.result = LoopResult()
         self._shadow: list[int] = []  # a draft not verified, checked against the plain tokens instead
@@ -78,7 +88,7 @@ class TokenLoop:
         if cancelled.is_set():
             result.reason = FinishReason.CANCELLED
             return result
-        token = self.sampler.sample(logits)
+        token = self._sample(logits)
         result.first_token_at = time.perf_counter()
         while True:
             reason = self._emit(token)
@@ -104,21 +114,33 @@ class TokenLoop:
             return FinishReason.STOP
         self.result.generated += 1
         self.sampler.observe(token)
+        if self.guide is not None:
+            self.guide.advance(token)
         if self.drafter is not None:
             self.drafter.extend((token,))
             self._check_shadow(token)
-        if self.push(token):
+        if self.push(token) or (self.guide is not None and self.guide.complete):
             return FinishReason.STOP
         if self.result.generated >= self.max_new:
             return FinishReason.LENGTH
         return None
+
+    def _sample(self, logits: Logits) -> int:
+        """Sample the next token, within the constraint when there is one."""
+        if self.guide is None:
+            return self.sampler.sample(logits)
+        token = self.sampler.sample(self.guide.mask(logits))
+        if not self.guide.allows(token):
+            # Only possible when logit_bias (-inf) removes every token the grammar allows.
+            raise InvalidArgument("logit_bias forbids every token the constraint allows at this point")
+        return token
 
     # -- one step in -----------------------------------------------------------------------------
     def _advance(self, token: int) -> tuple[int, FinishReason | None]:
         """Feed `token` (with a draft when it pays); the next token to emit, or why to end."""
         draft = self._draft()
         if not draft:
-            return self.sampler.sample(self.cache.step(token, self.feed)), None
+            return self._sample(self.cache.step(token, self.feed)), None
         k = len(draft)
         rows = self.cache.verify([token, *draft])
         self.result.draft_tokens += k

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from edgellm.common.errors import InvalidArgument
+from edgellm.device.constrain import Constraint, TokenGuide
 from edgellm.device.decoding import FinishReason, LoopResult, Speculation, TokenLoop
 from edgellm.device.drafting import DraftPolicy, NgramDrafter
 from edgellm.device.engine.base import Engine
@@ -30,6 +31,7 @@ class GenerationJob:
     received_at: float = field(default_factory=time.perf_counter)
     kv_window: int = 0  # per-request sliding window; 0 = the daemon's
     n_keep: int = 0  # per-request protected prefix; 0 = the daemon's
+    constraint: Constraint | None = None  # the output must match it (docs/constrained.md)
     speculation: Speculation = Speculation.OFF  # opt-in: see docs/speculation.md on greedy identity
 
 
@@ -54,6 +56,7 @@ class Stats:
     evicted_tokens: int
     queue_ms: float
     total_ms: float
+    constraint_ms: float = 0.0  # token masks: computed and applied
     draft_tokens: int = 0  # speculative tokens verified
     accepted_draft_tokens: int = 0  # of which the sampler accepted
 
@@ -132,8 +135,13 @@ def run_generation(
     emit: Emit,
     cancelled: threading.Event,
     between_tokens: Callable[[], None] | None = None,
+    guide: TokenGuide | None = None,
 ) -> Finished:
-    """Generate for job, emitting Delta events and finally one Finished event (also returned)."""
+    """Generate for job, emitting Delta events and finally one Finished event (also returned).
+
+    With a guide (the job's constraint, compiled), every step samples only what the grammar
+    allows, and the generation stops as soon as the grammar is complete.
+    """
     received, started = job.received_at, time.perf_counter()
     engine = cache.engine
     ids = render_prompt(engine, job, cache.policy.sliding)
@@ -150,10 +158,14 @@ def run_generation(
     prefill_at = time.perf_counter()
     logits = cache.feed(cache.begin(job.session_id, ids, feed), feed)
     policy, drafter = None, None
-    if job.speculation == Speculation.AUTO and engine.draft_max > 0:
+    # A constrained request never drafts: a prompt-lookup draft is verified against the model's
+    # logits only, not the grammar, so an accepted draft token could leave the constraint. Masking
+    # every verified row would fix that, but costs a mask per draft token for little gain on
+    # short structured replies (docs/constrained.md).
+    if job.speculation == Speculation.AUTO and engine.draft_max > 0 and guide is None:
         # Drafts come from the whole conversation the prompt carries (earlier turns included).
         policy, drafter = DraftPolicy(cache.costs, engine.draft_max), NgramDrafter(ids)
-    result = TokenLoop(cache, sampler, out.push, max_new, feed, policy, drafter).run(
+    result = TokenLoop(cache, sampler, out.push, max_new, feed, policy, drafter, guide).run(
         logits, cancelled, between_tokens
     )
     out.close(result.reason)
@@ -161,13 +173,18 @@ def run_generation(
     if reason == FinishReason.LENGTH and result.generated < job.max_new_tokens:
         reason = FinishReason.CONTEXT
     timing = (received, started, prefill_at)
-    finished = Finished(reason, _stats(timing, len(ids), result, feed), out.stop_sequence)
+    stats = _stats(timing, len(ids), result, feed, guide.mask_ms if guide else 0.0)
+    finished = Finished(reason, stats, out.stop_sequence)
     emit(finished)
     return finished
 
 
 def _stats(
-    timing: tuple[float, float, float], prompt_tokens: int, result: LoopResult, feed: FeedStats
+    timing: tuple[float, float, float],
+    prompt_tokens: int,
+    result: LoopResult,
+    feed: FeedStats,
+    mask_ms: float,
 ) -> Stats:
     received, started, prefill_at = timing
     done = time.perf_counter()
@@ -186,6 +203,7 @@ def _stats(
         evicted_tokens=feed.evicted,
         queue_ms=(started - received) * 1000,
         total_ms=(done - received) * 1000,
+        constraint_ms=mask_ms,
         draft_tokens=result.draft_tokens,
         accepted_draft_tokens=result.accepted_draft_tokens,
     )

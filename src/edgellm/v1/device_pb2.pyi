@@ -285,6 +285,7 @@ class GenerateStats(_message.Message):
     TOTAL_MS_FIELD_NUMBER: _builtins.int
     DRAFT_TOKENS_FIELD_NUMBER: _builtins.int
     ACCEPTED_DRAFT_TOKENS_FIELD_NUMBER: _builtins.int
+    CONSTRAINT_MS_FIELD_NUMBER: _builtins.int
     prompt_tokens: _builtins.int
     completion_tokens: _builtins.int
     ttft_ms: _builtins.float
@@ -300,6 +301,8 @@ class GenerateStats(_message.Message):
     """speculative tokens proposed"""
     accepted_draft_tokens: _builtins.int
     """of which the sampler accepted"""
+    constraint_ms: _builtins.float
+    """computing and applying the constraint's token masks (0 if none)"""
     def __init__(
         self,
         *,
@@ -314,10 +317,11 @@ class GenerateStats(_message.Message):
         total_ms: _builtins.float = ...,
         draft_tokens: _builtins.int = ...,
         accepted_draft_tokens: _builtins.int = ...,
+        constraint_ms: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_draft_tokens", b"accepted_draft_tokens", "completion_tokens", b"completion_tokens", "decode_tokens_per_second", b"decode_tokens_per_second", "draft_tokens", b"draft_tokens", "evicted_tokens", b"evicted_tokens", "prefill_tokens_per_second", b"prefill_tokens_per_second", "prefilled_tokens", b"prefilled_tokens", "prompt_tokens", b"prompt_tokens", "queue_ms", b"queue_ms", "total_ms", b"total_ms", "ttft_ms", b"ttft_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_draft_tokens", b"accepted_draft_tokens", "completion_tokens", b"completion_tokens", "constraint_ms", b"constraint_ms", "decode_tokens_per_second", b"decode_tokens_per_second", "draft_tokens", b"draft_tokens", "evicted_tokens", b"evicted_tokens", "prefill_tokens_per_second", b"prefill_tokens_per_second", "prefilled_tokens", b"prefilled_tokens", "prompt_tokens", b"prompt_tokens", "queue_ms", b"queue_ms", "total_ms", b"total_ms", "ttft_ms", b"ttft_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
-from edgellm.client.client import DaemonClient, build_request, finish_reason_name
+from edgellm.client.client import DaemonClient, build_request, constrained, finish_reason_name
 from edgellm.client.commands.common_args import (
     add_sampling,
     add_target,
@@ -15,6 +16,7 @@ from edgellm.client.commands.common_args import (
     read_text_arg,
     sampling_kwargs,
 )
+from edgellm.common.errors import InvalidArgument
 from edgellm.v1 import device_pb2
 
 
@@ -36,10 +38,43 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--prompt-file", type=Path, default=None, metavar="FILE", help="read the prompt from FILE (UTF-8)"
     )
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument(
+        "--json-schema", metavar="FILE", type=Path, help="answer with JSON valid against this JSON Schema"
+    )
+    shape.add_argument("--json-object", action="store_true", help="answer with a JSON object")
+    shape.add_argument("--regex", metavar="PATTERN", help="answer with text matching this regular expression")
+    shape.add_argument(
+        "--grammar", metavar="FILE", type=Path, help="answer in this Lark grammar (llguidance)"
+    )
     p.add_argument(
         "prompt", nargs="?", default="", help="the prompt text, or - to read it from stdin (any length)"
     )
     p.set_defaults(handler=run)
+
+
+def constraint_from(ns: argparse.Namespace) -> device_pb2.OutputConstraint | None:
+    """The OutputConstraint the flags ask for (None for free text); InvalidArgument if a file is unusable."""
+    if ns.json_object:
+        return device_pb2.OutputConstraint(json_object=True)
+    if ns.regex is not None:
+        return device_pb2.OutputConstraint(regex=ns.regex)
+    if ns.json_schema is None and ns.grammar is None:
+        return None
+    flag, path = (
+        ("--json-schema", ns.json_schema) if ns.json_schema is not None else ("--grammar", ns.grammar)
+    )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InvalidArgument(f"{flag} {path}: {err}") from err
+    if ns.grammar is not None:
+        return device_pb2.OutputConstraint(lark_grammar=text)
+    try:
+        json.loads(text)  # a typo is caught here; the daemon checks the schema itself
+    except json.JSONDecodeError as err:
+        raise InvalidArgument(f"{flag} {path} is not valid JSON: {err}") from err
+    return device_pb2.OutputConstraint(json_schema=text)
 
 
 def drafts(s: device_pb2.GenerateStats) -> str:
@@ -51,6 +86,7 @@ def drafts(s: device_pb2.GenerateStats) -> str:
 
 def run(ns: argparse.Namespace) -> int:
     """Stream one generation to stdout; the summary goes to stderr."""
+    constraint = constraint_from(ns)
     text = read_text_arg(ns.prompt, ns.prompt_file)
     messages = None
     prompt: str | None = text
@@ -70,6 +106,7 @@ def run(ns: argparse.Namespace) -> int:
         **sampling_kwargs(ns),
     )
     request.kv_window = ns.kv_window
+    request = constrained(request, constraint)
     out = sys.stdout
     wrote = False
     try:

@@ -7,10 +7,14 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
+import numpy as np
 import structlog
 
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.logs import get_logger
+from edgellm.device.constrain import TokenGuide
+from edgellm.device.constrain.guide import mask_cost
+from edgellm.device.constrain.library import TokenizerCache
 from edgellm.device.core.models import ModelLifecycle
 from edgellm.device.core.state import EngineState
 from edgellm.device.generation import Event, Finished, GenerationJob, run_generation
@@ -50,6 +54,8 @@ class Scheduler:
         self.requests_served = 0
         self.last_ttft_ms = 0.0
         self.last_decode_tps = 0.0
+        self.grammar_tokenizers = TokenizerCache()  # the loaded model's, for constrained output
+        models.on_change(lambda loaded: None if loaded else self.grammar_tokenizers.clear())
         self.draft_tokens_total = 0  # speculative decoding, since start
         self.accepted_draft_tokens_total = 0
 
@@ -81,6 +87,9 @@ class Scheduler:
         if loaded is None:
             raise FailedPrecondition("the model was unloaded while this request waited")
         cache = loaded.cache
+        guide = None
+        if job.constraint is not None:
+            guide = TokenGuide.start(job.constraint, loaded.artifact, self.grammar_tokenizers)
         # The cache is the worker thread's alone, so setting the request's policy here is race-free.
         cache.policy = request_policy(self.models.window_policy(), job, loaded.engine.context_length)
         self.phase = EngineState.PREFILL
@@ -99,14 +108,14 @@ class Scheduler:
         self.governor.busy = True
         try:
             finished = run_generation(
-                cache, job, emit, ticket.cancelled, between_tokens=actuators.between_tokens
+                cache, job, emit, ticket.cancelled, between_tokens=actuators.between_tokens, guide=guide
             )
         finally:
             self.governor.busy = False
             self.phase = None
-        self._account(finished)
+        self._account(finished, guide)
 
-    def _account(self, finished: Finished) -> None:
+    def _account(self, finished: Finished, guide: TokenGuide | None) -> None:
         s = finished.stats
         self.requests_served += 1
         self.models.last_used = time.monotonic()
@@ -125,4 +134,17 @@ class Scheduler:
             queue_ms=round(s.queue_ms, 1),
             prefill_tps=round(s.prefill_tokens_per_second, 1),
             decode_tps=round(s.decode_tokens_per_second, 1),
+            **(_mask_fields(guide) if guide is not None else {}),
         )
+
+
+def _mask_fields(guide: TokenGuide) -> dict[str, float]:
+    """Log fields for a constrained request: what its token masks cost."""
+    us = mask_cost(guide.mask_seconds)
+    if us.size == 0:
+        return {"constraint_ms": 0.0}
+    return {
+        "constraint_ms": round(guide.mask_ms, 2),
+        "mask_us_p50": round(float(np.median(us)), 1),
+        "mask_us_p99": round(float(np.percentile(us, 99)), 1),
+    }

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import time
 
-from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.common.errors import InvalidArgument
 from edgellm.common.grpc_util import MAX_REQUEST_ID_CHARS
 from edgellm.device.config import DaemonConfig
+from edgellm.device.constrain import load_library
 from edgellm.device.generation import GenerationJob
 from edgellm.device.rpc.wire import job_from
 from edgellm.v1 import device_pb2
@@ -53,8 +54,24 @@ def check_generate(req: device_pb2.GenerateRequest, config: DaemonConfig) -> Non
     if math.isnan(t) or t < 0:
         raise InvalidArgument(f"sampling.temperature must be >= 0 (0 = greedy), got {t}")
     if req.HasField("constraint"):
-        # Never answer unconstrained when a constraint was asked for.
-        raise FailedPrecondition("this daemon cannot constrain output yet (constraint is not supported)")
+        check_constraint(req.constraint)
+
+
+def check_constraint(c: device_pb2.OutputConstraint) -> None:
+    """A constraint names one kind, and this daemon has the library to enforce it.
+
+    Never answer unconstrained when a constraint was asked for: without llguidance the request
+    fails here with FAILED_PRECONDITION. The grammar itself is compiled on the worker thread
+    (`TokenGuide.start`), where the loaded model's tokenizer is.
+    """
+    kind = c.WhichOneof("kind")
+    if kind is None:
+        raise InvalidArgument(
+            "constraint is set but empty: set json_schema, json_object, regex or lark_grammar"
+        )
+    if kind == "json_object" and not c.json_object:
+        raise InvalidArgument("constraint.json_object must be true (leave constraint unset for free text)")
+    load_library()
 
 
 def generation_job(req: device_pb2.GenerateRequest, config: DaemonConfig, request_id: str) -> GenerationJob:

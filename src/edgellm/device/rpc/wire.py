@@ -7,6 +7,7 @@ messages here. Neither the core nor the servicer builds a message field by field
 from __future__ import annotations
 
 from edgellm.device.artifact import Artifact
+from edgellm.device.constrain import Constraint, ConstraintKind
 from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, TelemetryFrame
 from edgellm.device.decoding import FinishReason, Speculation
 from edgellm.device.generation import Delta, Event, GenerationJob, Stats
@@ -60,10 +61,17 @@ def job_from(req: device_pb2.GenerateRequest, request_id: str, received_at: floa
         kv_window=req.kv_window,
         n_keep=req.n_keep,
         received_at=received_at,
+        constraint=constraint_from(req.constraint) if req.HasField("constraint") else None,
         # Why opt-in: MNN's batched verify can flip near-tie tokens, so greedy output may
         # differ from a plain decode (docs/speculation.md).
         speculation=Speculation.AUTO if req.speculation == device_pb2.SPECULATION_AUTO else Speculation.OFF,
     )
+
+
+def constraint_from(c: device_pb2.OutputConstraint) -> Constraint:
+    """Constraint from OutputConstraint (its oneof names the kind; json_object carries no text)."""
+    kind = ConstraintKind(c.WhichOneof("kind") or "")  # validation refused an empty oneof
+    return Constraint(kind, "" if kind == ConstraintKind.JSON_OBJECT else str(getattr(c, kind.value)))
 
 
 def config_update_from(req: device_pb2.UpdateConfigRequest) -> ConfigUpdate:
@@ -107,6 +115,7 @@ def stats_message(s: Stats) -> device_pb2.GenerateStats:
         evicted_tokens=s.evicted_tokens,
         queue_ms=s.queue_ms,
         total_ms=s.total_ms,
+        constraint_ms=s.constraint_ms,
         draft_tokens=s.draft_tokens,
         accepted_draft_tokens=s.accepted_draft_tokens,
     )

@@ -53,6 +53,7 @@ from edgellm.host.quantize.plan import QuantPlan
 
 log = structlog.get_logger(__name__)
 
+HF_TOKENIZER = "tokenizer.json"
 _TOOLS = ("torch", "transformers", "mnn", "llmexport", "gguf", "numpy")
 
 
@@ -180,6 +181,7 @@ def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan) -> Tokenizer:
         if b"".join(pieces[i] for i in ids) != prompt.encode("utf-8"):
             raise ExportFailed(f"token table does not round-trip {prompt!r}")
     table = write_for_tokenizer(loaded.tokenizer, staging)
+    hf_tokenizer = write_hf_tokenizer(loaded.tokenizer, staging)
     write_runtime(staging, Runtime.for_kv_cache(plan.kv_cache))
     check_exported_rope_theta(staging, loaded.shape.rope_theta)
     return Tokenizer(
@@ -187,7 +189,44 @@ def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan) -> Tokenizer:
         mnn_tokenizer="tokenizer.mtok",
         stop_token_ids=tuple(stop_token_ids(loaded.tokenizer, loaded.hf_dir)),
         vocab_size=len(pieces),
+        hf_tokenizer=hf_tokenizer,
     )
+
+
+def write_hf_tokenizer(tokenizer: Any, artifact: Path) -> str:
+    """Write the fast tokenizer's JSON as ``tokenizer.json`` (for constrained output on the device).
+
+    Serialised from the loaded tokenizer, not copied from the checkout, as llguidance's own
+    ``llguidance.hf.from_tokenizer`` does: the backend's JSON includes tokens added by
+    tokenizer_config.json, and padding/truncation are switched off on a copy so the device
+    tokenizes exactly as the model was trained.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ExportFailed(
+            f"{type(tokenizer).__name__} is not a fast (Rust tokenizers) tokenizer: constrained "
+            "output needs tokenizer.json; convert the checkpoint's tokenizer to a fast one"
+        )
+    backend = copy.copy(backend)
+    backend.no_padding()
+    backend.no_truncation()
+    doc = json.loads(backend.to_str())
+    # Why: llguidance reads a tokenizer as byte-level (GPT-2's byte <-> printable-unicode map) only
+    # when its decoder is ByteLevel. transformers 5's GGUF conversion writes the decoder as
+    # Sequence[ByteFallback, Fuse, Replace('▁'), ByteLevel], and llguidance then takes 32,888 of
+    # SmolLM2's 49,152 tokens by their printable spelling ('Ġ' for a space): every mask is wrong.
+    # With a byte-level pre-tokenizer the plain ByteLevel decoder is the same mapping; the daemon
+    # checks llguidance's bytes against tokens.bin for every id before it trusts the file.
+    if (doc.get("pre_tokenizer") or {}).get("type") == "ByteLevel":
+        doc["decoder"] = {
+            "type": "ByteLevel",
+            "add_prefix_space": True,
+            "trim_offsets": True,
+            "use_regex": True,
+        }
+    path = artifact / HF_TOKENIZER
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    return path.name
 
 
 def write_runtime(artifact: Path, runtime: Runtime) -> None:

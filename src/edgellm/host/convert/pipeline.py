@@ -78,6 +78,8 @@ def is_current(artifact: Path, model: str, plan: QuantPlan) -> None:
         raise FailedPrecondition("it was built with another plan")
     if manifest.runtime != Runtime.for_kv_cache(plan.kv_cache) or manifest.checks is None:
         raise FailedPrecondition("it was built with other runtime settings or without the conversion gate")
+    if manifest.tokenizer.hf_tokenizer is None:
+        raise FailedPrecondition("it carries no tokenizer.json (needed for constrained output)")
 
 
 def ensure_artifact(

@@ -1,0 +1,183 @@
+"""Constrained output over a real gRPC server with the fake engine: refusals, masks, early stop, CLI.
+
+The fake engine's script wants " The capital of France is Paris."; a constraint must override it,
+and generation must end the moment the grammar is complete, not when the script does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from asyncio.subprocess import PIPE
+from pathlib import Path
+
+import grpc
+import pytest
+
+from edgellm.v1 import device_pb2, device_pb2_grpc
+from tests.fakes.fake_artifact import PIECES, write_fake_artifact
+from tests.rpc.conftest import StartFake, channel_to
+
+OutputConstraint = device_pb2.OutputConstraint
+
+
+@pytest.fixture(scope="module")
+def tokenizer_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake artifact with tokenizer.json, as artifacts built for constrained output carry."""
+    return write_fake_artifact(tmp_path_factory.mktemp("fake-hf-tokenizer"), hf_tokenizer=True)
+
+
+def request(
+    constraint: OutputConstraint, sampling: device_pb2.SamplingParams | None = None
+) -> device_pb2.GenerateRequest:
+    return device_pb2.GenerateRequest(
+        prompt="Where?", max_new_tokens=40, constraint=constraint, sampling=sampling
+    )
+
+
+async def run(
+    stub: device_pb2_grpc.DeviceDaemonAsyncStub, req: device_pb2.GenerateRequest
+) -> tuple[str, device_pb2.GenerateResponse]:
+    responses = [r async for r in stub.Generate(req)]
+    return "".join(r.text for r in responses), responses[-1]
+
+
+async def refusal(
+    stub: device_pb2_grpc.DeviceDaemonAsyncStub, req: device_pb2.GenerateRequest
+) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await run(stub, req)
+    return info.value
+
+
+async def test_without_llguidance_a_constrained_request_is_refused_not_answered(
+    fake_stub: device_pb2_grpc.DeviceDaemonAsyncStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "llguidance", None)  # hides the library: `import` raises ImportError
+    err = await refusal(fake_stub, request(OutputConstraint(json_object=True)))
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "pip install llguidance" in (err.details() or "")
+    # Free text still works without it.
+    text, last = await run(fake_stub, device_pb2.GenerateRequest(prompt="Where?", max_new_tokens=40))
+    assert "Paris" in text and last.stats.constraint_ms == 0
+
+
+@pytest.mark.parametrize(
+    ("constraint", "message"),
+    [
+        (OutputConstraint(), "constraint is set but empty"),
+        (OutputConstraint(json_object=False), "json_object must be true"),
+        (OutputConstraint(json_schema=""), "constraint.json_schema is empty"),
+        (OutputConstraint(json_schema="{not json"), "constraint.json_schema is not valid JSON"),
+        (OutputConstraint(json_schema="[1, 2]"), "must be a JSON object"),
+        (OutputConstraint(json_schema='{"type": "colour"}'), "colour"),
+        (OutputConstraint(regex="a(b"), "unclosed group"),
+        (OutputConstraint(lark_grammar="start: nowhere"), "unknown name"),
+    ],
+)
+async def test_a_bad_constraint_is_invalid_argument_with_the_library_message(
+    fake_stub: device_pb2_grpc.DeviceDaemonAsyncStub, constraint: OutputConstraint, message: str
+) -> None:
+    # The session's fake artifact has no tokenizer.json: the request is judged before the model.
+    err = await refusal(fake_stub, request(constraint))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert message in (err.details() or "")
+
+
+async def test_an_artifact_without_tokenizer_json_is_refused_with_failed_precondition(
+    fake_stub: device_pb2_grpc.DeviceDaemonAsyncStub,
+) -> None:
+    err = await refusal(fake_stub, request(OutputConstraint(json_object=True)))
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+    details = err.details() or ""
+    assert "carries no tokenizer.json" in details and "rebuild it" in details
+
+
+async def test_the_constraint_overrides_the_model_and_generation_stops_when_the_grammar_is_complete(
+    start_fake: StartFake, tokenizer_artifact: Path
+) -> None:
+    running = await start_fake(model=tokenizer_artifact, endless=True)
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        schema = json.dumps({"enum": ["Paris", "Rome"]})
+        text, last = await run(stub, request(OutputConstraint(json_schema=schema)))
+        assert json.loads(text) in ("Paris", "Rome")
+        assert last.finish_reason == device_pb2.FINISH_REASON_STOP
+        assert last.stats.completion_tokens == len(text.encode())  # one byte token each, nothing after
+        assert last.stats.constraint_ms > 0
+        text, last = await run(stub, request(OutputConstraint(regex=r"[0-9]{3}")))
+        assert re.fullmatch(r"[0-9]{3}", text) and last.finish_reason == device_pb2.FINISH_REASON_STOP
+
+
+async def test_sampled_answers_all_match_the_constraint(
+    start_fake: StartFake, tokenizer_artifact: Path
+) -> None:
+    running = await start_fake(model=tokenizer_artifact, endless=True)
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 3, "maximum": 7}, "ok": {"type": "boolean"}},
+        "required": ["n", "ok"],
+        "additionalProperties": False,
+    }
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        for seed in range(8):
+            sampling = device_pb2.SamplingParams(temperature=1.0, seed=seed)
+            req = request(OutputConstraint(json_schema=json.dumps(schema)), sampling=sampling)
+            req.max_new_tokens = 200
+            text, last = await run(stub, req)
+            value = json.loads(text)
+            assert set(value) == {"n", "ok"} and 3 <= value["n"] <= 7, text
+            assert last.finish_reason == device_pb2.FINISH_REASON_STOP
+
+
+async def test_logit_bias_that_removes_every_allowed_token_is_refused(
+    start_fake: StartFake, tokenizer_artifact: Path
+) -> None:
+    running = await start_fake(model=tokenizer_artifact)
+    digits = {PIECES.index(bytes([b])): float("-inf") for b in b"0123456789"}
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        req = request(OutputConstraint(regex="[0-9]+"), sampling=device_pb2.SamplingParams(logit_bias=digits))
+        err = await refusal(stub, req)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "logit_bias forbids every token the constraint allows" in (err.details() or "")
+
+
+async def edgellm(*argv: str) -> tuple[int, str, str]:
+    """Run the `edgellm` command in its own process, as a user would: (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "edgellm.cli", *argv, stdout=PIPE, stderr=PIPE
+    )
+    out, err = await proc.communicate()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_edgellm_generate_json_schema_file(
+    start_fake: StartFake, tokenizer_artifact: Path, tmp_path: Path
+) -> None:
+    running = await start_fake(model=tokenizer_artifact, endless=True)
+    schema = tmp_path / "city.json"
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"city": {"enum": ["Paris"]}},
+                "required": ["city"],
+                "additionalProperties": False,
+            }
+        )
+    )
+    argv = ["generate", "--target", f"127.0.0.1:{running.port}", "--json-schema", str(schema), "Where?"]
+    code, out, err = await edgellm(*argv)
+    assert code == 0, err
+    assert json.loads(out) == {"city": "Paris"}
+    assert err.startswith("[stop]")
+    schema.write_text("{not json")
+    code, _, err = await edgellm(*argv)
+    assert code == 2 and "is not valid JSON" in err
+    argv[argv.index(str(schema))] = str(tmp_path / "missing.json")
+    code, _, err = await edgellm(*argv)
+    assert code == 2 and "missing.json" in err
