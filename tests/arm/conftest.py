@@ -131,6 +131,8 @@ def start_daemon(
         "--warmup-tokens",
         "32",  # the default 256 costs minutes under emulation and only sizes memory pools
         "--insecure-loopback",  # the host-side test client carries no token (auth: tests/rpc/test_auth.py)
+        "--threads",
+        "2",  # pinned: autotune would load the model once per candidate, minutes each under emulation
         *extra,
     ]
     log = log_path.open("wb")
