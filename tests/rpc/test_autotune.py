@@ -31,15 +31,17 @@ async def test_autotune_loads_with_the_fastest_thread_count_and_reports_it(
             stub = device_pb2_grpc.DeviceDaemonStub(channel)
             st = await stub.GetStatus(device_pb2.GetStatusRequest())
             t = st.thread_tuning
-            assert st.threads == FASTEST and t.threads == FASTEST and not t.pinned
-            assert [x.threads for x in t.trials][:2] == [1, 2] and t.seconds > 0
+            assert [x.threads for x in t.trials][:2] == [1, 2] and t.seconds > 0 and not t.pinned
+            # The pick is the measured best. Why not assert FASTEST itself: the trials are timed
+            # on the wall clock, and a loaded CI host can invert even a 20x gap once in a while.
             best = max(t.trials, key=lambda x: x.decode_tokens_per_second)
-            assert best.threads == FASTEST and best.prefill_tokens_per_second > 0
-            assert st.governor.threads == FASTEST  # the governor's ladder starts from the pick
-            assert "autotuned 2" in tuning(t)
+            pick = best.threads
+            assert st.threads == pick and t.threads == pick and best.prefill_tokens_per_second > 0
+            assert st.governor.threads == pick  # the governor's ladder starts from the pick
+            assert f"autotuned {pick}" in tuning(t)
             loaded = running.core.models.loaded
             assert loaded is not None and isinstance(loaded.engine, FakeEngine)
-            assert loaded.engine.config.threads == FASTEST
+            assert loaded.engine.config.threads == pick
             st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(threads=1))
             assert st.threads == 1 and st.thread_tuning.pinned and "pinned 1" in tuning(st.thread_tuning)
     finally:
