@@ -112,3 +112,17 @@ def test_the_rung_follows_the_governor_and_the_plot_follows_the_rung(
         samples.append(d)
     trace = trace_from_samples(samples)
     assert trace.rung == [float(k) for k in range(len(ladder))]  # the panel is no longer flat
+
+
+def test_a_constraint_turns_the_default_frequency_penalty_off() -> None:
+    """JSON repeats quotes and commas by design: the default penalty is 0 under a constraint."""
+    from edgellm.cli import build_parser
+    from edgellm.client.commands.common_args import sampling_kwargs
+
+    parser = build_parser()
+    plain = sampling_kwargs(parser.parse_args(["generate", "x"]))
+    json_out = sampling_kwargs(parser.parse_args(["generate", "--json-object", "x"]))
+    argv = ["generate", "--json-object", "--frequency-penalty", "0.3", "x"]
+    explicit = sampling_kwargs(parser.parse_args(argv))
+    assert plain["frequency_penalty"] > 0 and json_out["frequency_penalty"] == 0.0
+    assert explicit["frequency_penalty"] == 0.3

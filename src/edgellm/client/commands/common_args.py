@@ -46,8 +46,11 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
     parser.add_argument(
         "--frequency-penalty",
         type=float_in(-2.0, 2.0),
-        default=defaults.frequency_penalty,
-        help="subtract this times a token's count in the answer so far from its logit; 0 = off",
+        default=None,
+        help=(
+            "subtract this times a token's count in the answer so far from its logit; 0 = off "
+            f"(default {defaults.frequency_penalty}, or 0 with an output constraint)"
+        ),
     )
     parser.add_argument(
         "--presence-penalty",
@@ -87,6 +90,12 @@ def add_window(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def constrained(ns: argparse.Namespace) -> bool:
+    """Whether the command line asks for constrained output (generate's --json-schema & co)."""
+    names = ("json_schema", "json_object", "regex", "grammar")
+    return any(getattr(ns, n, None) not in (None, False) for n in names)
+
+
 def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
     """The SamplingParams fields from parsed arguments."""
     return {
@@ -94,7 +103,15 @@ def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
         "top_p": ns.top_p,
         "min_p": ns.min_p,
         "repetition_penalty": ns.repetition_penalty,
-        "frequency_penalty": ns.frequency_penalty,
+        # Why 0 under a constraint: JSON repeats its quotes and commas by design, and penalising
+        # them pushed the model into whitespace until max_new_tokens cut the JSON off.
+        "frequency_penalty": (
+            ns.frequency_penalty
+            if ns.frequency_penalty is not None
+            else 0.0
+            if constrained(ns)
+            else RECOMMENDED.frequency_penalty
+        ),
         "presence_penalty": ns.presence_penalty,
     }
 
