@@ -31,7 +31,9 @@ async def test_autotune_loads_with_the_fastest_thread_count_and_reports_it(
             stub = device_pb2_grpc.DeviceDaemonStub(channel)
             st = await stub.GetStatus(device_pb2.GetStatusRequest())
             t = st.thread_tuning
-            assert [x.threads for x in t.trials][:2] == [1, 2] and t.seconds > 0 and not t.pinned
+            # Candidates are 1..the CPUs this process may use; an earlier test's governor may have
+            # pinned it to one core, so only the first candidate is certain.
+            assert t.trials and t.trials[0].threads == 1 and t.seconds > 0 and not t.pinned
             # The pick is the measured best. Why not assert FASTEST itself: the trials are timed
             # on the wall clock, and a loaded CI host can invert even a 20x gap once in a while.
             best = max(t.trials, key=lambda x: x.decode_tokens_per_second)
