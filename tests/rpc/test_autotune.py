@@ -44,8 +44,10 @@ async def test_autotune_loads_with_the_fastest_thread_count_and_reports_it(
             loaded = running.core.models.loaded
             assert loaded is not None and isinstance(loaded.engine, FakeEngine)
             assert loaded.engine.config.threads == pick
-            st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(threads=1))
-            assert st.threads == 1 and st.thread_tuning.pinned and "pinned 1" in tuning(st.thread_tuning)
+            other = 2 if pick == 1 else 1  # a change: setting the same count is a no-op
+            st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(threads=other))
+            t = st.thread_tuning
+            assert st.threads == other and t.pinned and f"pinned {other}" in tuning(t)
     finally:
         await running.stop(0)
 
