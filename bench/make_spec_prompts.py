@@ -6,7 +6,7 @@ Each set marks its last third `heldout`: bench/bench_spec.py reports it separate
 is tuned on it (draft policy constants were chosen on the `tune` rows only).
 
 WikiText-2 (Merity et al. 2016) is CC BY-SA 3.0; the passages are quoted with that attribution.
-Usage: python bench/make_spec_prompts.py --wikitext ../shared/data/wikitext2-valid.txt
+Usage: python bench/make_spec_prompts.py [--wikitext FILE]  (default: the bundled wikitext2-valid)
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import argparse
 import json
 import re
 from pathlib import Path
+
+from edgellm.common.paths import require_data_file
 
 OUT = Path(__file__).parent / "prompts"
 
@@ -127,10 +129,13 @@ def split(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--wikitext", type=Path, required=True)
+    parser.add_argument(
+        "--wikitext", type=Path, default=None, help="passages text (default: the bundled wikitext2-valid)"
+    )
     args = parser.parse_args()
     grounded: list[dict[str, str]] = []
-    for i, text in enumerate(passages(args.wikitext, 24)):
+    wikitext = args.wikitext or require_data_file("wikitext2-valid.txt")
+    for i, text in enumerate(passages(wikitext, 24)):
         grounded.append({"kind": "passage", "prompt": f"{TASKS[i % len(TASKS)]}\n\n{text}"})
     for i, (task, code) in enumerate(CODE):
         grounded.insert(4 * i + 3, {"kind": "code", "prompt": f"{task}\n\n```python\n{code}```"})
