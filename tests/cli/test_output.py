@@ -118,11 +118,14 @@ def test_a_constraint_turns_the_default_frequency_penalty_off() -> None:
     """JSON repeats quotes and commas by design: the default penalty is 0 under a constraint."""
     from edgellm.cli import build_parser
     from edgellm.client.commands.common_args import sampling_kwargs
+    from edgellm.client.commands.generate import constraint_from
 
-    parser = build_parser()
-    plain = sampling_kwargs(parser.parse_args(["generate", "x"]))
-    json_out = sampling_kwargs(parser.parse_args(["generate", "--json-object", "x"]))
-    argv = ["generate", "--json-object", "--frequency-penalty", "0.3", "x"]
-    explicit = sampling_kwargs(parser.parse_args(argv))
+    def sent(argv: list[str]) -> dict[str, float]:
+        ns = build_parser().parse_args(argv)
+        return sampling_kwargs(ns, constrained=constraint_from(ns) is not None)  # as generate does
+
+    plain = sent(["generate", "x"])
+    json_out = sent(["generate", "--json-object", "x"])
+    explicit = sent(["generate", "--json-object", "--frequency-penalty", "0.3", "x"])
     assert plain["frequency_penalty"] > 0 and json_out["frequency_penalty"] == 0.0
     assert explicit["frequency_penalty"] == 0.3

@@ -90,14 +90,8 @@ def add_window(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def constrained(ns: argparse.Namespace) -> bool:
-    """Whether the command line asks for constrained output (generate's --json-schema & co)."""
-    names = ("json_schema", "json_object", "regex", "grammar")
-    return any(getattr(ns, n, None) not in (None, False) for n in names)
-
-
-def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
-    """The SamplingParams fields from parsed arguments."""
+def sampling_kwargs(ns: argparse.Namespace, constrained: bool = False) -> dict[str, float]:
+    """The SamplingParams fields from parsed arguments (CONSTRAINED: the request has an output constraint)."""
     return {
         "top_k": ns.top_k,
         "top_p": ns.top_p,
@@ -109,7 +103,7 @@ def sampling_kwargs(ns: argparse.Namespace) -> dict[str, float]:
             ns.frequency_penalty
             if ns.frequency_penalty is not None
             else 0.0
-            if constrained(ns)
+            if constrained
             else RECOMMENDED.frequency_penalty
         ),
         "presence_penalty": ns.presence_penalty,

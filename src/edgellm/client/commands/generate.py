@@ -103,7 +103,7 @@ def run(ns: argparse.Namespace) -> int:
         ns.stop,
         "",
         ns.speculation,
-        **sampling_kwargs(ns),
+        **sampling_kwargs(ns, constrained=constraint is not None),
     )
     request.kv_window = ns.kv_window
     request = constrained(request, constraint)
