@@ -121,8 +121,13 @@ def test_every_option_has_help_and_shows_its_default() -> None:
             if not action.help:
                 missing.append(f"{path} {action.option_strings or action.dest}")
     assert not missing, missing
-    text = dict(_parsers(build_parser(), "edgellm"))["edgellm generate"].format_help()
-    assert "(default: 0.2)" in text and "(default: 0.7)" in text and "(default: 256)" in text
+    help_text = dict(_parsers(build_parser(), "edgellm"))["edgellm generate"].format_help()
+    text = " ".join(help_text.split())  # argparse wraps help to the terminal's width
+    assert (
+        "(default: 0.2)" in text
+        and "(default: 0.7; 0 with an output constraint)" in text
+        and "(default: 256)" in text
+    )
     assert "0 = off (default: 0)" in text  # a zero default is shown (0 == False, but not `is`)
     assert "(default: None)" not in text and "(default: False)" not in text
 

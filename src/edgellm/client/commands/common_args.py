@@ -49,7 +49,7 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
         default=None,
         help=(
             "subtract this times a token's count in the answer so far from its logit; 0 = off "
-            f"(default {defaults.frequency_penalty}, or 0 with an output constraint)"
+            f"(default: {defaults.frequency_penalty}; 0 with an output constraint)"
         ),
     )
     parser.add_argument(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,6 +121,12 @@ def _samples(client: DaemonClient, interval_ms: int, limit: int) -> Iterator[dev
     """Samples until `limit` (0 = no limit) or Ctrl-C; the stream is cancelled either way."""
     call = client.stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=interval_ms))
     count = 0
+    # Why a handler and not only `except KeyboardInterrupt`: Ctrl-C is how --watch/--record end, and
+    # a KeyboardInterrupt raised while the caller writes a sample (outside this generator) escaped as
+    # exit 130. Cancelling the call makes Ctrl-C end the stream wherever it lands.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda _sig, _frame: call.cancel())
     try:
         for sample in call:
             count += 1
@@ -132,6 +140,8 @@ def _samples(client: DaemonClient, interval_ms: int, limit: int) -> Iterator[dev
             raise
     finally:
         call.cancel()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 class _Sink:
