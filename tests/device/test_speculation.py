@@ -80,6 +80,49 @@ def test_greedy_output_is_the_same_with_and_without_speculation(fake_engine: Fak
     assert plain_done.stats.draft_tokens == 0
 
 
+class _UngatedFake(FakeEngine):
+    """Claims exact batches while its near-ties still flip: speculation without the gate."""
+
+    @property
+    def logit_tolerance(self) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_near_ties_that_batching_flips_are_recomputed_one_token_at_a_time(tmp_path: Path, gated: bool) -> None:
+    """MNN's batched logits differ slightly from one-token decodes (emulated: the runner-up wins at a
+    near-tie once a verified token is cached). Gated, greedy speculation stays token-identical by
+    re-decoding the verified tail where a choice is too close to call; ungated, it drifts."""
+    cls = FakeEngine if gated else _UngatedFake
+    engine = cls(
+        open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=REPLY, near_ties=frozenset({9, 20})
+    )
+    engine.load()
+    prompt = "Repeat:" + REPLY
+    plain, _ = generate(engine, prompt, Speculation.OFF)
+    spec, done = generate(engine, prompt, Speculation.AUTO)
+    assert done.stats.accepted_draft_tokens > 0
+    if gated:
+        assert spec == plain
+        assert done.stats.repaired_tokens > 0
+    else:
+        assert spec != plain
+
+
+def test_a_session_turn_after_a_speculative_turn_starts_from_plain_decodings_cache(tmp_path: Path) -> None:
+    """The next turn of a session reuses the cache; tokens a verify left there are re-decoded first."""
+    engine = FakeEngine(
+        open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=REPLY, near_ties=frozenset({3})
+    )
+    engine.load()
+    cache = KvCache(engine, WindowPolicy(), costs=COSTS)
+    first = GenerationJob("t", "s", (("user", "Repeat:" + REPLY),), 30, SamplingConfig(), speculation=Speculation.AUTO)
+    run_generation(cache, first, lambda _: None, threading.Event())
+    assert not cache.exact
+    cache.begin("s", [*engine.history, 5], FeedStats())
+    assert cache.exact and cache.repaired > 0
+
+
 def test_a_stop_inside_a_draft_leaves_the_cache_as_plain_decoding_would(fake_engine: FakeEngine) -> None:
     prompt = "Repeat:" + REPLY + "<|im_end|>"  # the draft runs into the end of turn
     generate(fake_engine, prompt, Speculation.OFF)

@@ -1,14 +1,14 @@
 """Speculative decoding on the real model: greedy answers unchanged, and the acceptance rule on real logits.
 
-Why "on these prompts" and not "always": MNN's multi-token forward (W4A8 kernels on x86) gives
-logits up to ~0.7 away from a one-token decode of the same position (docs/engine.md), so a
-near-tie can flip between the two paths. The prompts below are fixed and the runtime is
-deterministic, so this test is exact and repeatable; bench/bench_spec.py reports the identity
-rate over both prompt sets.
+MNN's multi-token forward gives logits up to a spread of ~1.7 away from one-token decodes
+(docs/engine.md), so greedy speculation is identical to plain decoding only through the gate
+(`Engine.logit_tolerance`, docs/speculation.md): these tests hold it to that on the checked-in
+prompt sets (bench/prompts), a few prompts of each in `make test`, every prompt under `-m slow`.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,17 +27,19 @@ from edgellm.device.kv_cache import KvCache
 from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.sampler import Sampler, SamplingConfig
 
-PASSAGE = (
-    "The river runs past the old mill and under the stone bridge, where the town holds its market every "
-    "week. Farmers bring bread, cheese, apples and honey from the valley, and the square fills by nine."
-)
-PROMPTS = (
-    f"Repeat the following passage word for word.\n\n{PASSAGE}",
-    "Rename the function `area` to `rectangle_area` and return the whole file.\n\n```python\n"
-    "def area(width, height):\n    return width * height\n\n\ndef total(shapes):\n"
-    "    return sum(area(w, h) for w, h in shapes)\n```",
-    "What is the capital of France?",
-)
+SETS = Path(__file__).parents[2] / "bench" / "prompts"
+
+
+def prompt_set(name: str) -> list[str]:
+    """One checked-in prompt set (bench/prompts/spec_<name>.jsonl)."""
+    return [json.loads(line)["prompt"] for line in (SETS / f"spec_{name}.jsonl").read_text().splitlines()]
+
+
+def quick_prompts() -> list[str]:
+    """A few of each set for `make test` (a wikitext passage, the code edit, open questions)."""
+    grounded, open_ = prompt_set("grounded"), prompt_set("open")
+    code = next(p for p in grounded if "```" in p)
+    return [grounded[0], grounded[1], code, open_[0], open_[1]]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def spec_cache(default_artifact: Path) -> Iterator[KvCache]:
     engine.close()
 
 
-def generate(cache: KvCache, prompt: str, spec: Speculation, n: int = 48) -> tuple[list[int], int]:
+def generate(cache: KvCache, prompt: str, spec: Speculation, n: int) -> tuple[list[int], int]:
     tokens: list[int] = []
 
     def emit(event: Event) -> None:
@@ -67,14 +69,28 @@ def generate(cache: KvCache, prompt: str, spec: Speculation, n: int = 48) -> tup
     return tokens, done.stats.accepted_draft_tokens
 
 
-def test_greedy_answers_are_token_for_token_the_same_with_speculation(spec_cache: KvCache) -> None:
-    accepted = 0
-    for prompt in PROMPTS:
-        plain, _ = generate(spec_cache, prompt, Speculation.OFF)
-        spec, ok = generate(spec_cache, prompt, Speculation.AUTO)
-        assert spec == plain, prompt[:40]
+def assert_identical(cache: KvCache, prompts: list[str], n: int) -> None:
+    accepted, differ = 0, []
+    for prompt in prompts:
+        plain, _ = generate(cache, prompt, Speculation.OFF, n)
+        spec, ok = generate(cache, prompt, Speculation.AUTO, n)
+        if spec != plain:
+            differ.append(prompt[:50])
         accepted += ok
+    assert not differ, f"{len(differ)}/{len(prompts)} greedy answers changed with speculation: {differ}"
     assert accepted > 0  # the grounded prompts really were drafted
+
+
+def test_greedy_answers_are_token_for_token_the_same_with_speculation(spec_cache: KvCache) -> None:
+    assert_identical(spec_cache, quick_prompts(), 48)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["grounded", "open"])
+def test_greedy_answers_are_the_same_with_speculation_on_every_prompt_of_both_sets(
+    spec_cache: KvCache, name: str
+) -> None:
+    assert_identical(spec_cache, prompt_set(name), 96)
 
 
 def test_acceptance_rule_on_real_logits_keeps_the_distribution(spec_cache: KvCache) -> None:

@@ -25,6 +25,7 @@ from tests.fakes.fake_artifact import IM_END, PIECES
 
 DEFAULT_REPLY = " The capital of France is Paris."
 PEAK = 4.0  # the scripted token's logit; every other token's is 0 (so sampling varies with the seed)
+TIE_SKEW = 0.5  # at a scripted near-tie, how far batched KV moves the runner-up (it then wins)
 
 
 class FakeEngine:
@@ -37,6 +38,7 @@ class FakeEngine:
         reply: str = DEFAULT_REPLY,
         endless: bool = False,
         step_s: float = 0.0,
+        near_ties: frozenset[int] = frozenset(),
     ) -> None:
         self.artifact = artifact
         self.config = config
@@ -55,6 +57,10 @@ class FakeEngine:
         self.warmup_ms = 0.0
         self.forwards = 0
         self._decoded = 0  # decode steps since the last prefill: where the script is
+        # Reply positions where the runner-up sits just under the scripted token; in a verify's rows,
+        # or once a verified token is cached, it moves above it (MNN's batched-vs-single gap, emulated).
+        self.near_ties = near_ties
+        self._verified_at: int | None = None  # history length where the earliest cached verify began
 
     @classmethod
     def factory(
@@ -140,12 +146,19 @@ class FakeEngine:
         """Several tokens in one forward: the rows a decode of each would have given."""
         if not 1 < len(ids) <= self.draft_max + 1:
             raise ValueError(f"verify takes 2..{self.draft_max + 1} tokens, got {len(ids)}")
+        if self._verified_at is None:
+            self._verified_at = len(self.history)
         self._forward(ids)
         rows = []
         for _ in ids:
             self._decoded += 1
             rows.append(self._logits())
         return np.stack(rows)
+
+    @property
+    def logit_tolerance(self) -> float:
+        """Exact unless near-ties are scripted; then the skew they get in batched rows, with room."""
+        return 2 * TIE_SKEW if self.near_ties else 0.0
 
     def rewind(self, count: int) -> None:
         """Drop the last `count` tokens; the script steps back with them."""
@@ -154,6 +167,8 @@ class FakeEngine:
         del self.history[len(self.history) - count :]
         self.position -= count
         self._decoded = max(self._decoded - count, 0)
+        if self._verified_at is not None and self._verified_at >= len(self.history):
+            self._verified_at = None
 
     def _forward(self, ids: Sequence[int]) -> None:
         if not self.loaded:
@@ -176,12 +191,16 @@ class FakeEngine:
             target = self.reply[k % len(self.reply)] if self.endless else IM_END
         logits = np.zeros(self.vocab_size, dtype=np.float32)
         logits[target] = PEAK
+        if k in self.near_ties:
+            runner_up = (target + 1) % self.vocab_size
+            logits[runner_up] = PEAK - TIE_SKEW / 2 + (TIE_SKEW if self._verified_at is not None else 0.0)
         return logits
 
     # -- cache edits
     def reset(self) -> None:
         """Empty the cache."""
         self.history = []
+        self._verified_at = None
         self.position = 0
 
     def truncate(self, keep: int) -> None:
@@ -189,6 +208,8 @@ class FakeEngine:
         if keep < len(self.history):
             del self.history[keep:]
             self.position = keep
+            if self._verified_at is not None and self._verified_at >= keep:
+                self._verified_at = None
 
     def erase(self, begin: int, end: int) -> None:
         """Drop [begin, end); positions stay absolute (like MnnEngine's erase)."""

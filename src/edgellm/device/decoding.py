@@ -53,6 +53,7 @@ class LoopResult:
     first_token_at: float = 0.0
     draft_tokens: int = 0
     accepted_draft_tokens: int = 0
+    repaired_tokens: int = 0  # re-decoded one at a time where batched logits were too close to call
 
 
 class TokenLoop:
@@ -76,6 +77,7 @@ class TokenLoop:
         self.cache, self.sampler, self.push, self.max_new, self.feed = cache, sampler, push, max_new, feed
         self.policy, self.drafter, self.guide = policy, drafter, guide
         self.stop_ids = cache.engine.stop_ids
+        self.tolerance = cache.engine.logit_tolerance
         self.result = LoopResult()
         self._shadow: list[int] = []  # a draft not verified, checked against the plain tokens instead
         self._shadow_at = 0
@@ -140,12 +142,17 @@ class TokenLoop:
         """Feed `token` (with a draft when it pays); the next token to emit, or why to end."""
         draft = self._draft()
         if not draft:
-            return self._sample(self.cache.step(token, self.feed)), None
+            return self._next(self.cache.step(token, self.feed)), None
         k = len(draft)
         rows = self.cache.verify([token, *draft])
         self.result.draft_tokens += k
         for i, proposed in enumerate(draft):
-            chosen = self.sampler.verify(rows[i], proposed)
+            chosen = self.sampler.verify_within(rows[i], proposed, self.tolerance)
+            if chosen is None:
+                # Too close to call on batched logits: the drafts from here on are dropped and
+                # the token comes from plain decoding's own logits.
+                self._settle(k, i)
+                return self._sample(self._repair()), None
             if chosen != proposed:
                 self._settle(k, i)
                 return chosen, None
@@ -156,7 +163,27 @@ class TokenLoop:
                 self._settle(k, i + 1, rewind=k - i)
                 return -1, reason
         self._settle(k, k)
-        return self.sampler.sample(rows[k]), None
+        return self._next(rows[k]), None
+
+    def _next(self, logits: Logits) -> int:
+        """The token after `logits`; plain decoding's choice even when the cache holds verified tokens.
+
+        Greedy identity: logits computed in a verify, or decoded over a cache that holds verified
+        tokens, may sit up to the engine's `logit_tolerance` from what plain decoding computes. Their
+        argmax is plain decoding's when it leads by more than that; otherwise the inexact tail of
+        the cache is re-decoded one token at a time (`KvCache.repair`) and the choice is made on
+        the reference logits (docs/speculation.md, "Greedy identity").
+        """
+        if self.cache.exact or self.guide is not None:  # a guided loop never verifies
+            return self._sample(logits)
+        chosen = self.sampler.decide(logits, self.tolerance)
+        return chosen if chosen is not None else self._sample(self._repair())
+
+    def _repair(self) -> Logits:
+        before = self.cache.repaired
+        logits = self.cache.repair()
+        self.result.repaired_tokens += self.cache.repaired - before
+        return logits
 
     def _settle(self, drafted: int, accepted: int, rewind: int | None = None) -> None:
         """Rewind the drafts after the accepted prefix and tell the policy how the draft did."""

@@ -59,6 +59,7 @@ class Stats:
     constraint_ms: float = 0.0  # token masks: computed and applied
     draft_tokens: int = 0  # speculative tokens verified
     accepted_draft_tokens: int = 0  # of which the sampler accepted
+    repaired_tokens: int = 0  # re-decoded one at a time where batched logits were too close to call
 
 
 @dataclass(frozen=True)
@@ -206,4 +207,5 @@ def _stats(
         constraint_ms=mask_ms,
         draft_tokens=result.draft_tokens,
         accepted_draft_tokens=result.accepted_draft_tokens,
+        repaired_tokens=result.repaired_tokens,
     )

@@ -48,6 +48,11 @@ class KvCache:
     can_grow: Callable[[int], bool] = lambda extra_tokens: True
     tier: int = 0
     costs: ForwardCosts = field(default_factory=ForwardCosts)  # measured forward times, for drafting
+    # Leading cached tokens whose KV is what plain decoding computes (prefills and one-token
+    # decodes on an exact prefix). A verify's tokens are not: MNN's multi-token forward differs
+    # slightly from one-token decodes (docs/engine.md), and so does anything computed over them.
+    exact_len: int = 0
+    repaired: int = 0  # tokens re-decoded one at a time by repair(), since this cache was made
 
     # -- request start ------------------------------------------------------------------------------
     def begin(self, session_id: str, ids: Sequence[int], stats: FeedStats) -> list[int]:
@@ -58,6 +63,7 @@ class KvCache:
             whole_cache_is_logical = len(engine.history) == len(self.logical)
             if common == len(self.logical) < len(ids):
                 stats.reused = common
+                self._make_exact()
                 return list(ids[common:])
             # At least one prompt token must run to produce logits for the first new token.
             common = min(common, len(ids) - 1)
@@ -66,8 +72,11 @@ class KvCache:
                 engine.truncate(common)
                 del self.logical[common:]
                 stats.reused = common
+                self.exact_len = min(self.exact_len, common)
+                self._make_exact()
                 return list(ids[common:])
         engine.reset()
+        self.exact_len = 0
         self.owner = session_id
         self.logical = []
         self.tier = 0
@@ -101,8 +110,11 @@ class KvCache:
                 self._evict(stats)
                 continue
             piece = list(ids[pos : pos + room])
+            exact = self.exact
             rows.append(self.engine.prefill_all(piece) if score else self.engine.prefill(piece)[None, :])
             self.logical.extend(piece)
+            if exact:
+                self.exact_len = len(self.engine.history)
             stats.prefilled += len(piece)
             pos += len(piece)
         return np.concatenate(rows) if len(rows) > 1 else rows[0]
@@ -111,9 +123,39 @@ class KvCache:
         """Decode one token, sliding first when the window is full."""
         if self._room() <= 0:
             self._evict(stats)
+        exact = self.exact
         logits = self.engine.decode(token)
         self.logical.append(token)
+        if exact:
+            self.exact_len += 1
         return logits
+
+    @property
+    def exact(self) -> bool:
+        """Whether every cached token's KV is what plain decoding computes (then so are the next logits)."""
+        return self.exact_len == len(self.engine.history)
+
+    def repair(self) -> Logits:
+        """Re-decode, one token at a time, the cached tokens after the exact prefix; the next logits.
+
+        Plain decoding's logits for the same tokens (MNN is deterministic run to run): what greedy
+        speculation falls back on when batched logits are too close to call (docs/speculation.md).
+        """
+        engine = self.engine
+        tail = list(engine.history[self.exact_len :])
+        if not tail:
+            raise ValueError("nothing to repair: the cache is exact")
+        engine.rewind(len(tail))
+        for token in tail:
+            logits = engine.decode(token)
+        self.exact_len = len(engine.history)
+        self.repaired += len(tail)
+        return logits
+
+    def _make_exact(self) -> None:
+        """Repair a reused session cache that a speculative turn left inexact."""
+        if not self.exact:
+            self.repair()
 
     def room_for_draft(self) -> int:
         """Tokens a verify() can append now without sliding the window (it never slides mid-draft)."""
@@ -121,8 +163,11 @@ class KvCache:
 
     def verify(self, ids: Sequence[int]) -> Logits:
         """Feed a fed token plus its draft in one forward; every position's logits (see room_for_draft)."""
+        exact = self.exact and self.engine.logit_tolerance == 0.0  # an engine whose batches are exact
         rows = self.engine.verify(ids)
         self.logical.extend(ids)
+        if exact:
+            self.exact_len = len(self.engine.history)
         return rows
 
     def rewind(self, count: int) -> None:
@@ -130,6 +175,7 @@ class KvCache:
         if count:
             self.engine.rewind(count)
             del self.logical[len(self.logical) - count :]
+            self.exact_len = min(self.exact_len, len(self.engine.history))
 
     @property
     def budget(self) -> int:
@@ -175,6 +221,8 @@ class KvCache:
             self.evicted_total += evicted
             if self.policy.method == KvMethod.ERASE and engine.position + 1 < engine.context_length:
                 engine.erase(begin, end)
+                if self.exact_len > begin:
+                    self.exact_len = max(begin, self.exact_len - evicted)
                 return
             kept = [*engine.history[:begin], *engine.history[end:]]
         else:
@@ -184,6 +232,8 @@ class KvCache:
         engine.reset()
         if kept:
             engine.prefill(kept)
+        # A re-prefill is one batched forward in every mode: the re-based cache is the reference.
+        self.exact_len = len(engine.history)
 
 
 class ContextFull(Exception):

@@ -81,6 +81,34 @@ class Sampler:
         idx, p = self._distribution(x)
         return int(idx[self._rng.choice(p.size, p=p)])
 
+    def decide(self, logits: FloatArray, tolerance: float) -> int | None:
+        """`sample(logits)` for logits that may sit up to `tolerance` from the reference; None when unsure.
+
+        Greedy only: the argmax when its lead over the runner-up exceeds `tolerance` (then the
+        reference logits, which differ by a spread of at most `tolerance`, have the same argmax),
+        else None (the caller recomputes the reference logits). Sampled decoding always samples:
+        its rule keeps the distribution of whatever logits it is given (docs/speculation.md).
+        """
+        x = self._adjust(np.asarray(logits, dtype=np.float32).reshape(-1))
+        if not self.config.greedy:
+            idx, p = self._distribution(x)
+            return int(idx[self._rng.choice(p.size, p=p)])
+        return _sure_argmax(x, tolerance * self._stretch)
+
+    def verify_within(self, logits: FloatArray, draft: int, tolerance: float) -> int | None:
+        """`verify(logits, draft)` for logits up to `tolerance` from the reference; None when unsure (greedy)."""
+        if not self.config.greedy:
+            return self.verify(logits, draft)
+        x = self._adjust(np.asarray(logits, dtype=np.float32).reshape(-1))
+        return _sure_argmax(x, tolerance * self._stretch)
+
+    @property
+    def _stretch(self) -> float:
+        """How much the penalties can widen a difference between two logit vectors (the repetition
+        penalty scales logits by rp or 1/rp; additive penalties and biases move both alike)."""
+        rp = self.config.repetition_penalty
+        return max(rp, 1.0 / rp)
+
     def verify(self, logits: FloatArray, draft: int) -> int:
         """The token to emit where `draft` was proposed: `draft` itself when accepted, else a replacement.
 
@@ -140,3 +168,12 @@ class Sampler:
         for token, bias in cfg.logit_bias.items():
             x[token] += bias
         return x
+
+
+def _sure_argmax(x: FloatArray, tolerance: float) -> int | None:
+    """The argmax of x if it leads the runner-up by more than `tolerance`, else None."""
+    best = int(np.argmax(x))
+    lead = x[best]
+    x = x.copy()
+    x[best] = -np.inf
+    return best if float(lead - x.max()) > tolerance else None

@@ -92,6 +92,11 @@ class Engine(Protocol):
     def draft_max(self) -> int:
         """The longest draft verify() accepts after the fed token (0: the engine cannot verify)."""
 
+    @property
+    def logit_tolerance(self) -> float:
+        """Bound on max(d) - min(d), d = logits from verify() (or decoded over its tokens) minus what
+        one-token decodes give for the same position; 0 when multi-token forwards are exact."""
+
     # -- cache edits
     def reset(self) -> None:
         """Empty the cache; positions restart at 0."""

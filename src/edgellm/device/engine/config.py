@@ -89,6 +89,11 @@ class EngineConfig:
     # makes a multi-token forward *after* the prefill compute the LM head for every position (the
     # model's logits_index input) while prefills keep computing it for the last one only.
     draft_max: int = 0
+    # Bound on how far a verified row's logits (or a decode over verified tokens) sit from plain
+    # decoding's: max - min of the difference over the vocabulary. Measured on SmolLM2 INT4 b32,
+    # W4A8, x86, both prompt sets (bench/bench_spec_margin.py): largest spread MEASURED_MAX; the gate
+    # keeps a margin above it. Greedy speculation accepts a token only when it leads by more.
+    logit_tolerance: float = 2.5
 
     @classmethod
     def for_runtime(cls, runtime: Runtime, threads: int, attention_mode: int) -> EngineConfig:

@@ -135,6 +135,16 @@ class MnnEngine:
         """The longest draft verify() takes (EngineConfig.draft_max)."""
         return self.config.draft_max
 
+    @property
+    def logit_tolerance(self) -> float:
+        """How far verify() logits (and decodes over its tokens) may sit from one-token decodes.
+
+        Why not 0: with `memory: low` MNN 3.6.1 runs W4A8 (dynamically quantized activations), and
+        its multi-token forward differs from a one-token decode (spread up to ~1.7, docs/engine.md);
+        with float weights (`normal`/`high`) the two are bit-identical.
+        """
+        return self.config.logit_tolerance if self.config.memory == "low" else 0.0
+
     def verify(self, ids: Sequence[int]) -> Logits:
         """Append ids in one forward after a prefill; every position's logits, [len(ids), vocab].
 
