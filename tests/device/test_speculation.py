@@ -94,13 +94,14 @@ def test_near_ties_that_batching_flips_are_recomputed_one_token_at_a_time(tmp_pa
     near-tie once a verified token is cached). Gated, greedy speculation stays token-identical by
     re-decoding the verified tail where a choice is too close to call; ungated, it drifts."""
     cls = FakeEngine if gated else _UngatedFake
+    reply = REPLY * 4  # greedy drafts start after CONFIDENT_RUN confident tokens
     engine = cls(
-        open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=REPLY, near_ties=frozenset({9, 20})
+        open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=reply, near_ties=frozenset({30, 38})
     )
     engine.load()
-    prompt = "Repeat:" + REPLY
-    plain, _ = generate(engine, prompt, Speculation.OFF)
-    spec, done = generate(engine, prompt, Speculation.AUTO)
+    prompt = "Repeat:" + reply
+    plain, _ = generate(engine, prompt, Speculation.OFF, n=50)
+    spec, done = generate(engine, prompt, Speculation.AUTO, n=50)
     assert done.stats.accepted_draft_tokens > 0
     if gated:
         assert spec == plain
@@ -111,12 +112,14 @@ def test_near_ties_that_batching_flips_are_recomputed_one_token_at_a_time(tmp_pa
 
 def test_a_session_turn_after_a_speculative_turn_starts_from_plain_decodings_cache(tmp_path: Path) -> None:
     """The next turn of a session reuses the cache; tokens a verify left there are re-decoded first."""
+    reply = REPLY * 4
     engine = FakeEngine(
-        open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=REPLY, near_ties=frozenset({3})
+        open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=reply, near_ties=frozenset({60})
     )
     engine.load()
     cache = KvCache(engine, WindowPolicy(), costs=COSTS)
-    first = GenerationJob("t", "s", (("user", "Repeat:" + REPLY),), 30, SamplingConfig(), speculation=Speculation.AUTO)
+    messages = (("user", "Repeat:" + reply),)
+    first = GenerationJob("t", None, messages, 40, SamplingConfig(), session_id="s", speculation=Speculation.AUTO)
     run_generation(cache, first, lambda _: None, threading.Event())
     assert not cache.exact
     cache.begin("s", [*engine.history, 5], FeedStats())

@@ -28,6 +28,11 @@ from edgellm.device.kv_cache import ContextFull, FeedStats, KvCache
 from edgellm.device.sampler import Sampler
 
 
+# Greedy on an engine with inexact batches drafts only after this many confident choices in a row
+# (a priori, not tuned: about the length of a sentence of copied text).
+CONFIDENT_RUN = 16
+
+
 class FinishReason(StrEnum):
     """Why a generation ended."""
 
@@ -148,6 +153,8 @@ class TokenLoop:
         self.result.draft_tokens += k
         for i, proposed in enumerate(draft):
             chosen = self.sampler.verify_within(rows[i], proposed, self.tolerance)
+            if chosen is not None and self.policy is not None:
+                self.policy.decided(True)
             if chosen is None:
                 # Too close to call on batched logits: the drafts from here on are dropped and
                 # the token comes from plain decoding's own logits.
@@ -174,15 +181,26 @@ class TokenLoop:
         the cache is re-decoded one token at a time (`KvCache.repair`) and the choice is made on
         the reference logits (docs/speculation.md, "Greedy identity").
         """
-        if self.cache.exact or self.guide is not None:  # a guided loop never verifies
+        if self.guide is not None:  # a guided loop never verifies
+            return self._sample(logits)
+        watch = self.policy is not None and self.policy.confident_needed > 0
+        if self.cache.exact and not watch:
             return self._sample(logits)
         chosen = self.sampler.decide(logits, self.tolerance)
-        return chosen if chosen is not None else self._sample(self._repair())
+        if watch:
+            assert self.policy is not None
+            self.policy.decided(chosen is not None)
+        if chosen is not None:
+            return chosen
+        return self._sample(logits if self.cache.exact else self._repair())
 
     def _repair(self) -> Logits:
         before = self.cache.repaired
         logits = self.cache.repair()
-        self.result.repaired_tokens += self.cache.repaired - before
+        repaired = self.cache.repaired - before
+        self.result.repaired_tokens += repaired
+        if self.policy is not None:
+            self.policy.repaired(repaired)
         return logits
 
     def _settle(self, drafted: int, accepted: int, rewind: int | None = None) -> None:

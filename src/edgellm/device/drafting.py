@@ -97,6 +97,10 @@ class DraftPolicy:
     drafted: int = 0
     accepted: int = 0
     lengths: tuple[int, ...] = field(init=False)
+    # Greedy on an engine whose batches are inexact: draft only after this many tokens in a row
+    # were chosen with a lead above the engine's tolerance (0 = no such rule; see repaired()).
+    confident_needed: int = 0
+    confident_run: int = 0
 
     def __post_init__(self) -> None:
         self.lengths = tuple(k for k in DRAFT_LENGTHS if k <= self.draft_max)
@@ -104,7 +108,7 @@ class DraftPolicy:
     def choose(self, available: int) -> int:
         """Draft length to verify now, given `available` draft tokens (0 = take a plain step)."""
         plain = self.costs.estimate(1)
-        if plain is None or not self.lengths:
+        if plain is None or not self.lengths or self.confident_run < self.confident_needed:
             return 0  # time one plain step first
         best, best_rate = 0, 1.0 / plain
         a = min(self.acceptance, 0.999)
@@ -118,6 +122,22 @@ class DraftPolicy:
             if expected / cost > best_rate:
                 best, best_rate = k, expected / cost
         return best
+
+    def decided(self, sure: bool) -> None:
+        """Record whether a greedy choice led by more than the engine's tolerance."""
+        self.confident_run = self.confident_run + 1 if sure else 0
+
+    def repaired(self, tokens: int) -> None:
+        """`tokens` verified tokens had to be re-decoded one at a time (greedy, a choice too close to
+        call on batched logits): wait for another confident run before drafting again.
+
+        Why: a repair re-decodes every token since the cache was last exact, so it takes back what
+        the drafts saved and more; on MNN's W4A8 kernels a choice within the tolerance comes every
+        few tokens on average (docs/speculation.md), but not inside long confident stretches
+        (copying a passage), which is where greedy drafts can pay.
+        """
+        if tokens > 0:
+            self.confident_run = 0
 
     def observe(self, drafted: int, accepted: int, verified: bool = True) -> None:
         """Record how many of `drafted` tokens were accepted (verified, or checked against plain steps)."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.device.constrain import Constraint, TokenGuide
-from edgellm.device.decoding import FinishReason, LoopResult, Speculation, TokenLoop
+from edgellm.device.decoding import CONFIDENT_RUN, FinishReason, LoopResult, Speculation, TokenLoop
 from edgellm.device.drafting import DraftPolicy, NgramDrafter
 from edgellm.device.engine.base import Engine
 from edgellm.device.kv_cache import FeedStats, KvCache
@@ -165,7 +165,11 @@ def run_generation(
     # short structured replies (docs/constrained.md).
     if job.speculation == Speculation.AUTO and engine.draft_max > 0 and guide is None:
         # Drafts come from the whole conversation the prompt carries (earlier turns included).
-        policy, drafter = DraftPolicy(cache.costs, engine.draft_max), NgramDrafter(ids)
+        # Greedy over inexact batches (MNN W4A8): draft only inside confident stretches, where a
+        # repair (docs/speculation.md, "Greedy identity") is unlikely to take the gain back.
+        confident = CONFIDENT_RUN if job.sampling.greedy and engine.logit_tolerance > 0 else 0
+        policy = DraftPolicy(cache.costs, engine.draft_max, confident_needed=confident)
+        drafter = NgramDrafter(ids)
     result = TokenLoop(cache, sampler, out.push, max_new, feed, policy, drafter, guide).run(
         logits, cancelled, between_tokens
     )

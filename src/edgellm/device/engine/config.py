@@ -91,9 +91,10 @@ class EngineConfig:
     draft_max: int = 0
     # Bound on how far a verified row's logits (or a decode over verified tokens) sit from plain
     # decoding's: max - min of the difference over the vocabulary. Measured on SmolLM2 INT4 b32,
-    # W4A8, x86, both prompt sets (bench/bench_spec_margin.py): largest spread MEASURED_MAX; the gate
+    # W4A8, x86, 59 prompts x 96 tokens (bench/bench_spec_margin.py): spread p50 0.93-1.10, p99 1.5-2.2,
+    # max 2.74 (over 4,447 positions); the gate
     # keeps a margin above it. Greedy speculation accepts a token only when it leads by more.
-    logit_tolerance: float = 2.5
+    logit_tolerance: float = 3.5
 
     @classmethod
     def for_runtime(cls, runtime: Runtime, threads: int, attention_mode: int) -> EngineConfig:
