@@ -59,6 +59,7 @@ def edgellm_run(
         "tokens": tokens,
         "drafted": s.draft_tokens,
         "accepted": s.accepted_draft_tokens,
+        "repaired": s.repaired_tokens,
         "ttft_ms": s.ttft_ms,
     }
 
@@ -95,6 +96,7 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
                     "spec_tps": spec["tps"],
                     "drafted": spec["drafted"],
                     "accepted": spec["accepted"],
+                    "repaired": spec["repaired"],
                     "tokens": len(plain["tokens"]),
                     "identical": plain["tokens"] == spec["tokens"],
                 }
@@ -134,8 +136,8 @@ def summarise(edge: list[dict[str, Any]], llama: list[dict[str, Any]], temperatu
     """Markdown: medians per set, split and temperature."""
     lines = [
         "| set | split | T | n | edgellm plain | edgellm spec | spec/plain | llama.cpp plain "
-        "| llama.cpp lookup | spec/llama best | acceptance | greedy identical |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| llama.cpp lookup | spec/llama best | acceptance | repaired | greedy identical |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in SETS:
         for split in ("tune", "heldout", "all"):
@@ -158,10 +160,11 @@ def summarise(edge: list[dict[str, Any]], llama: list[dict[str, Any]], temperatu
                 best = max(lp, lk) if ll else float("nan")
                 drafted = sum(r["drafted"] for r in e)
                 acc = sum(r["accepted"] for r in e) / drafted if drafted else 0.0
+                repaired = sum(r.get("repaired", 0) for r in e)
                 same = sum(r["identical"] for r in e) if t == 0 else None
                 lines.append(
                     f"| {name} | {split} | {t:g} | {len(e)} | {plain:.1f} | {spec:.1f} | {spec / plain:.2f}× "
-                    f"| {lp:.1f} | {lk:.1f} | {spec / best:.2f}× | {acc:.0%} of {drafted} "
+                    f"| {lp:.1f} | {lk:.1f} | {spec / best:.2f}× | {acc:.0%} of {drafted} | {repaired} "
                     f"| {'' if same is None else f'{same}/{len(e)}'} |"
                 )
     return "\n".join(lines)

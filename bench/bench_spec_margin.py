@@ -82,7 +82,9 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--artifact", type=Path, required=True)
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=2)
@@ -104,8 +106,12 @@ def main() -> None:
                 acc[key].extend(m[key])
             print(
                 json.dumps(
-                    {"set": name, "max_batched": round(max(m["batched"], default=0), 3),
-                     "max_dirty": round(max(m["dirty"], default=0), 3), "flips": m["flips"]}
+                    {
+                        "set": name,
+                        "max_batched": round(max(m["batched"], default=0), 3),
+                        "max_dirty": round(max(m["dirty"], default=0), 3),
+                        "flips": m["flips"],
+                    }
                 ),
                 flush=True,
             )
@@ -115,7 +121,9 @@ def main() -> None:
         for key in ("batched", "dirty"):
             xs = acc[key]
             summary[f"{name}_{key}"] = {
-                "n": len(xs), "p50": round(pct(xs, 50), 3), "p99": round(pct(xs, 99), 3),
+                "n": len(xs),
+                "p50": round(pct(xs, 50), 3),
+                "p99": round(pct(xs, 99), 3),
                 "max": round(max(xs, default=float("nan")), 3),
             }
         gaps = acc["gaps"]

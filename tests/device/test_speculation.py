@@ -89,14 +89,17 @@ class _UngatedFake(FakeEngine):
 
 
 @pytest.mark.parametrize("gated", [True, False])
-def test_near_ties_that_batching_flips_are_recomputed_one_token_at_a_time(tmp_path: Path, gated: bool) -> None:
+def test_near_ties_that_batching_flips_are_recomputed_one_at_a_time(tmp_path: Path, gated: bool) -> None:
     """MNN's batched logits differ slightly from one-token decodes (emulated: the runner-up wins at a
     near-tie once a verified token is cached). Gated, greedy speculation stays token-identical by
     re-decoding the verified tail where a choice is too close to call; ungated, it drifts."""
     cls = FakeEngine if gated else _UngatedFake
     reply = REPLY * 4  # greedy drafts start after CONFIDENT_RUN confident tokens
     engine = cls(
-        open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=reply, near_ties=frozenset({30, 38})
+        open_artifact(write_fake_artifact(tmp_path)),
+        EngineConfig(draft_max=8),
+        reply=reply,
+        near_ties=frozenset({30, 38}),
     )
     engine.load()
     prompt = "Repeat:" + reply
@@ -114,12 +117,17 @@ def test_a_session_turn_after_a_speculative_turn_starts_from_plain_decodings_cac
     """The next turn of a session reuses the cache; tokens a verify left there are re-decoded first."""
     reply = REPLY * 4
     engine = FakeEngine(
-        open_artifact(write_fake_artifact(tmp_path)), EngineConfig(draft_max=8), reply=reply, near_ties=frozenset({60})
+        open_artifact(write_fake_artifact(tmp_path)),
+        EngineConfig(draft_max=8),
+        reply=reply,
+        near_ties=frozenset({60}),
     )
     engine.load()
     cache = KvCache(engine, WindowPolicy(), costs=COSTS)
     messages = (("user", "Repeat:" + reply),)
-    first = GenerationJob("t", None, messages, 40, SamplingConfig(), session_id="s", speculation=Speculation.AUTO)
+    first = GenerationJob(
+        "t", None, messages, 40, SamplingConfig(), session_id="s", speculation=Speculation.AUTO
+    )
     run_generation(cache, first, lambda _: None, threading.Event())
     assert not cache.exact
     cache.begin("s", [*engine.history, 5], FeedStats())

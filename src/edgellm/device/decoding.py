@@ -27,7 +27,6 @@ from edgellm.device.engine.config import verify_lengths
 from edgellm.device.kv_cache import ContextFull, FeedStats, KvCache
 from edgellm.device.sampler import Sampler
 
-
 # Greedy on an engine with inexact batches drafts only after this many confident choices in a row
 # (a priori, not tuned: about the length of a sentence of copied text).
 CONFIDENT_RUN = 16

@@ -96,7 +96,7 @@ class Sampler:
         return _sure_argmax(x, tolerance * self._stretch)
 
     def verify_within(self, logits: FloatArray, draft: int, tolerance: float) -> int | None:
-        """`verify(logits, draft)` for logits up to `tolerance` from the reference; None when unsure (greedy)."""
+        """`verify(logits, draft)` on logits up to `tolerance` from the reference; None if unsure."""
         if not self.config.greedy:
             return self.verify(logits, draft)
         x = self._adjust(np.asarray(logits, dtype=np.float32).reshape(-1))
