@@ -7,8 +7,11 @@ from pathlib import Path
 from edgellm.client.commands.status import tuning
 from edgellm.device.artifact import Artifact
 from edgellm.device.config import DaemonConfig
+from edgellm.device.core.autotune import ThreadTrial, ThreadTuning
+from edgellm.device.core.tuning_cache import TuningCache, tuning_key
 from edgellm.device.engine.config import EngineConfig
 from edgellm.device.rpc.server import start_server
+from edgellm.device.rpc.wire import status_message
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_engine import FakeEngine
 from tests.rpc.conftest import channel_to
@@ -63,3 +66,45 @@ async def test_without_autotune_the_configured_threads_are_pinned(
         assert st.threads == 2 and st.thread_tuning.pinned and not st.thread_tuning.trials
     finally:
         await running.stop(0)
+
+
+async def test_a_restart_reuses_the_pick_measured_for_the_same_artifact_and_cpus(
+    fake_artifact: Path, tmp_path: Path
+) -> None:
+    """The pick is saved per (artifact, CPU set) in the data dir; the next start loads once, no trials."""
+    loads: list[int] = []
+
+    def counting(artifact: Artifact, config: EngineConfig) -> FakeEngine:
+        loads.append(config.threads)
+        return speed_by_threads(artifact, config)
+
+    config = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, autotune=True)
+    first = await start_server(config, counting)
+    measured = first.core.status().thread_tuning
+    await first.stop(0)
+    assert len(loads) == len(measured.trials) + 1 and not measured.cached
+    loads.clear()
+    second = await start_server(config, counting)
+    try:
+        t = second.core.status().thread_tuning
+        assert loads == [measured.threads]  # the final load only
+        assert t.cached and t.threads == measured.threads and t.trials == measured.trials
+        assert "earlier start" in tuning(status_message(second.core.status()).thread_tuning)
+    finally:
+        await second.stop(0)
+
+
+def test_a_damaged_tuning_cache_is_ignored(tmp_path: Path) -> None:
+    cache = TuningCache(tmp_path)
+    (tmp_path / "autotune.json").write_text("{not json")
+    assert cache.get("k") is None
+    cache.put("k", ThreadTuning(2, (ThreadTrial(2, 10.0, 100.0),), seconds=1.5))
+    got = cache.get("k")
+    assert (
+        got is not None and got.threads == 2 and got.cached and got.trials[0].decode_tokens_per_second == 10.0
+    )
+    assert (
+        tuning_key("a", frozenset({0, 1}))
+        != tuning_key("a", frozenset({0}))
+        != tuning_key("b", frozenset({0}))
+    )

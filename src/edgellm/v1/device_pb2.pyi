@@ -285,6 +285,7 @@ class GenerateStats(_message.Message):
     TOTAL_MS_FIELD_NUMBER: _builtins.int
     DRAFT_TOKENS_FIELD_NUMBER: _builtins.int
     ACCEPTED_DRAFT_TOKENS_FIELD_NUMBER: _builtins.int
+    REPAIRED_TOKENS_FIELD_NUMBER: _builtins.int
     CONSTRAINT_MS_FIELD_NUMBER: _builtins.int
     prompt_tokens: _builtins.int
     completion_tokens: _builtins.int
@@ -301,6 +302,8 @@ class GenerateStats(_message.Message):
     """speculative tokens proposed"""
     accepted_draft_tokens: _builtins.int
     """of which the sampler accepted"""
+    repaired_tokens: _builtins.int
+    """greedy: re-decoded one at a time where batched logits were too close to call"""
     constraint_ms: _builtins.float
     """computing and applying the constraint's token masks (0 if none)"""
     def __init__(
@@ -317,11 +320,12 @@ class GenerateStats(_message.Message):
         total_ms: _builtins.float = ...,
         draft_tokens: _builtins.int = ...,
         accepted_draft_tokens: _builtins.int = ...,
+        repaired_tokens: _builtins.int = ...,
         constraint_ms: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_draft_tokens", b"accepted_draft_tokens", "completion_tokens", b"completion_tokens", "constraint_ms", b"constraint_ms", "decode_tokens_per_second", b"decode_tokens_per_second", "draft_tokens", b"draft_tokens", "evicted_tokens", b"evicted_tokens", "prefill_tokens_per_second", b"prefill_tokens_per_second", "prefilled_tokens", b"prefilled_tokens", "prompt_tokens", b"prompt_tokens", "queue_ms", b"queue_ms", "total_ms", b"total_ms", "ttft_ms", b"ttft_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_draft_tokens", b"accepted_draft_tokens", "completion_tokens", b"completion_tokens", "constraint_ms", b"constraint_ms", "decode_tokens_per_second", b"decode_tokens_per_second", "draft_tokens", b"draft_tokens", "evicted_tokens", b"evicted_tokens", "prefill_tokens_per_second", b"prefill_tokens_per_second", "prefilled_tokens", b"prefilled_tokens", "prompt_tokens", b"prompt_tokens", "queue_ms", b"queue_ms", "repaired_tokens", b"repaired_tokens", "total_ms", b"total_ms", "ttft_ms", b"ttft_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -745,12 +749,15 @@ class ThreadTuning(_message.Message):
     PINNED_FIELD_NUMBER: _builtins.int
     TRIALS_FIELD_NUMBER: _builtins.int
     SECONDS_FIELD_NUMBER: _builtins.int
+    CACHED_FIELD_NUMBER: _builtins.int
     threads: _builtins.int
     """the count in use"""
     pinned: _builtins.bool
     """--threads or UpdateConfig set it: nothing was measured"""
     seconds: _builtins.float
     """time the autotune took"""
+    cached: _builtins.bool
+    """the pick an earlier start measured (same artifact and CPUs)"""
     @_builtins.property
     def trials(self) -> _containers.RepeatedCompositeFieldContainer[Global___ThreadTrial]: ...
     def __init__(
@@ -760,10 +767,11 @@ class ThreadTuning(_message.Message):
         pinned: _builtins.bool = ...,
         trials: _abc.Iterable[Global___ThreadTrial] | None = ...,
         seconds: _builtins.float = ...,
+        cached: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pinned", b"pinned", "seconds", b"seconds", "threads", b"threads", "trials", b"trials"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "pinned", b"pinned", "seconds", b"seconds", "threads", b"threads", "trials", b"trials"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

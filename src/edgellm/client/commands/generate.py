@@ -81,7 +81,8 @@ def drafts(s: device_pb2.GenerateStats) -> str:
     """The speculative-decoding part of the summary ('' when nothing was drafted)."""
     if not s.draft_tokens:
         return ""
-    return f" · drafts {s.accepted_draft_tokens}/{s.draft_tokens} accepted"
+    repaired = f", {s.repaired_tokens} re-decoded" if s.repaired_tokens else ""
+    return f" · drafts {s.accepted_draft_tokens}/{s.draft_tokens} accepted{repaired}"
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -43,7 +43,8 @@ def tuning(t: device_pb2.ThreadTuning) -> str:
         return f"{t.threads} (pinned)" if t.pinned else str(t.threads)
     trials = ", ".join(f"{x.threads}: {x.decode_tokens_per_second:.1f} tok/s" for x in t.trials)
     how = "pinned" if t.pinned else "autotuned"
-    return f"{how} {t.threads} (decode {trials}; {t.seconds:.1f} s)"
+    when = f"measured at an earlier start in {t.seconds:.1f} s" if t.cached else f"{t.seconds:.1f} s"
+    return f"{how} {t.threads} (decode {trials}; {when})"
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -46,7 +46,8 @@ class ThreadTuning:
     threads: int
     trials: tuple[ThreadTrial, ...] = ()
     pinned: bool = False
-    seconds: float = 0.0
+    seconds: float = 0.0  # time the measuring took (when it ran: not on a cached pick)
+    cached: bool = False  # taken from an earlier start's measurement (core/tuning_cache.py)
 
 
 def candidate_threads(cpus: int, limit: int = 8) -> tuple[int, ...]:

@@ -27,6 +27,7 @@ from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.autotune import ThreadTuning, candidate_threads, tune_threads
 from edgellm.device.core.state import EngineState, LoadInfo
+from edgellm.device.core.tuning_cache import TuningCache, tuning_key
 from edgellm.device.decoding import CALIBRATION_TEXT, measure_forward_costs
 from edgellm.device.drafting import ForwardCosts
 from edgellm.device.engine.base import Engine
@@ -192,9 +193,16 @@ class ModelLifecycle:
         if not self.config.autotune:
             return engine_config
         if self._tuned_for != artifact.artifact_id:
-            self.tuning = tune_threads(
-                self.engine_factory, artifact, engine_config, candidate_threads(usable_cpus())
-            )
+            cache, key = TuningCache(self.config.data_dir), tuning_key(artifact.artifact_id)
+            cached = cache.get(key)
+            if cached is not None:
+                self.tuning = cached
+                log.info("autotune_cached", threads=cached.threads, path=str(cache.path))
+            else:
+                self.tuning = tune_threads(
+                    self.engine_factory, artifact, engine_config, candidate_threads(usable_cpus())
+                )
+                cache.put(key, self.tuning)
             self._tuned_for = artifact.artifact_id
             self.config = replace(self.config, threads=self.tuning.threads)
         return replace(engine_config, threads=self.tuning.threads)
@@ -202,7 +210,7 @@ class ModelLifecycle:
     def pin_threads(self, threads: int) -> None:
         """An explicit thread count (UpdateConfig): no more autotune until restart."""
         self.config = replace(self.config, threads=threads, autotune=False)
-        self.tuning = ThreadTuning(threads, self.tuning.trials, pinned=True, seconds=self.tuning.seconds)
+        self.tuning = replace(self.tuning, threads=threads, pinned=True)
 
     async def unload(self, forget: bool = True) -> None:
         """Unload the model (waits for the running generation to finish)."""

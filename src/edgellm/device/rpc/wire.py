@@ -118,6 +118,7 @@ def stats_message(s: Stats) -> device_pb2.GenerateStats:
         constraint_ms=s.constraint_ms,
         draft_tokens=s.draft_tokens,
         accepted_draft_tokens=s.accepted_draft_tokens,
+        repaired_tokens=s.repaired_tokens,
     )
 
 
@@ -173,6 +174,7 @@ def status_message(s: DaemonState) -> device_pb2.DaemonStatus:
                 for t in s.thread_tuning.trials
             ],
             seconds=s.thread_tuning.seconds,
+            cached=s.thread_tuning.cached,
         ),
         draft_tokens_total=s.draft_tokens_total,
         accepted_draft_tokens_total=s.accepted_draft_tokens_total,
