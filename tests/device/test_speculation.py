@@ -182,13 +182,13 @@ def test_sampled_generation_matches_plain_in_distribution(fake_engine: FakeEngin
 @pytest.mark.parametrize(
     ("wire", "expected"),
     [
-        (device_pb2.SPECULATION_UNSPECIFIED, Speculation.OFF),
+        (device_pb2.SPECULATION_UNSPECIFIED, Speculation.AUTO),
         (device_pb2.SPECULATION_OFF, Speculation.OFF),
         (device_pb2.SPECULATION_AUTO, Speculation.AUTO),
     ],
 )
-def test_speculation_is_opt_in_on_the_wire(wire: int, expected: Speculation) -> None:
-    """Greedy identity does not hold on MNN (docs/speculation.md), so an unset field means off."""
+def test_speculation_is_on_unless_asked_off_on_the_wire(wire: int, expected: Speculation) -> None:
+    """Greedy identity holds through the gate (docs/speculation.md), so an unset field means auto."""
     req = device_pb2.GenerateRequest(prompt="hi", speculation=wire)  # type: ignore[arg-type]
     assert job_from(req, "r", 0.0).speculation is expected
 

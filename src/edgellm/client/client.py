@@ -89,7 +89,7 @@ class DaemonClient:
         seed: int | None = None,
         stop: Sequence[str] = (),
         session_id: str = "",
-        speculation: str = "off",
+        speculation: str = "auto",
         *,
         constraint: device_pb2.OutputConstraint | None = None,
         **sampling: float,
@@ -128,7 +128,7 @@ def build_request(
     seed: int | None = None,
     stop: Sequence[str] = (),
     session_id: str = "",
-    speculation: str = "off",
+    speculation: str = "auto",
     **sampling: float,
 ) -> device_pb2.GenerateRequest:
     """Build a GenerateRequest from plain Python values (`speculation`: auto or off)."""

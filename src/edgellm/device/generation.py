@@ -32,7 +32,7 @@ class GenerationJob:
     kv_window: int = 0  # per-request sliding window; 0 = the daemon's
     n_keep: int = 0  # per-request protected prefix; 0 = the daemon's
     constraint: Constraint | None = None  # the output must match it (docs/constrained.md)
-    speculation: Speculation = Speculation.OFF  # opt-in: see docs/speculation.md on greedy identity
+    speculation: Speculation = Speculation.AUTO  # drafts only where it pays (docs/speculation.md)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ class _Speculation:
 class _SpeculationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Speculation.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     SPECULATION_UNSPECIFIED: _Speculation.ValueType  # 0
-    """same as OFF (opt-in: greedy output may differ, see docs/speculation.md)"""
+    """same as AUTO (greedy output is identical either way, docs/speculation.md)"""
     SPECULATION_AUTO: _Speculation.ValueType  # 1
     """draft where it pays, adapting the draft length"""
     SPECULATION_OFF: _Speculation.ValueType  # 2
@@ -38,7 +38,7 @@ class Speculation(_Speculation, metaclass=_SpeculationEnumTypeWrapper):
     """
 
 SPECULATION_UNSPECIFIED: Speculation.ValueType  # 0
-"""same as OFF (opt-in: greedy output may differ, see docs/speculation.md)"""
+"""same as AUTO (greedy output is identical either way, docs/speculation.md)"""
 SPECULATION_AUTO: Speculation.ValueType  # 1
 """draft where it pays, adapting the draft length"""
 SPECULATION_OFF: Speculation.ValueType  # 2
@@ -197,7 +197,7 @@ class GenerateRequest(_message.Message):
     """per-request window; 0 = daemon setting"""
     n_keep: _builtins.int
     speculation: Global___Speculation.ValueType
-    """UNSPECIFIED = OFF"""
+    """UNSPECIFIED = AUTO"""
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]:
         """chat; template applied on the device"""

@@ -69,10 +69,10 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
     parser.add_argument(
         "--speculation",
         choices=("auto", "off"),
-        default="off",
+        default="auto",
         help=(
-            "speculative decoding: auto drafts from the prompt where it pays (faster on grounded "
-            "prompts; greedy output may differ slightly, see docs/speculation.md), off never"
+            "speculative decoding: auto (default) drafts from the prompt where it pays, with the "
+            "same greedy output and the same sampling distribution (docs/speculation.md); off never"
         ),
     )
 

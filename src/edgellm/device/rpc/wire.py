@@ -62,9 +62,9 @@ def job_from(req: device_pb2.GenerateRequest, request_id: str, received_at: floa
         n_keep=req.n_keep,
         received_at=received_at,
         constraint=constraint_from(req.constraint) if req.HasField("constraint") else None,
-        # Why opt-in: MNN's batched verify can flip near-tie tokens, so greedy output may
-        # differ from a plain decode (docs/speculation.md).
-        speculation=Speculation.AUTO if req.speculation == device_pb2.SPECULATION_AUTO else Speculation.OFF,
+        # AUTO unless asked off: it keeps greedy output token-identical and sampled output
+        # identically distributed, and drafts only where it pays (docs/speculation.md).
+        speculation=Speculation.OFF if req.speculation == device_pb2.SPECULATION_OFF else Speculation.AUTO,
     )
 
 
