@@ -93,8 +93,9 @@ def test_s7_a_message_of_millions_of_unknown_fields_is_refused_at_the_cap_in_mil
     msg = decode(raw)
     assert time.perf_counter() - t0 < 0.05
     assert f"more than {MAX_FIELDS} fields" in msg.error
-    inner = b"\x0a\x01p" + b"\x48\x01" * 60  # the cap holds inside a FileChunk too
-    assert "more than" in decode(b"\x12" + bytes([len(inner)]) + inner).error
+    inner = b"\x0a\x01p" + b"\x48\x01" * 100  # the cap holds inside a FileChunk too
+    assert len(inner) == 203  # varint 203 = cb 01
+    assert "more than" in decode(b"\x12\xcb\x01" + inner).error
     few = b"\x48\x01" * (MAX_FIELDS - 1) + encode_manifest("{}")  # a few unknown ones still pass
     assert decode(few).manifest_json == "{}"
 
