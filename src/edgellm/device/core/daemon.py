@@ -33,6 +33,7 @@ from edgellm.device.generation import Event, GenerationJob
 from edgellm.device.governor.controller import GovernorConfig
 from edgellm.device.governor.runtime import GovernorRuntime
 from edgellm.device.push import PushReceiver, PushResult, ReadyFn
+from edgellm.device.telemetry.shared import MIN_TELEMETRY_INTERVAL_MS, SharedReading
 from edgellm.device.store import ArtifactStore, StoreStatus, parse_manifest
 from edgellm.device.store.store import check_artifact_id, default_limits
 from edgellm.device.worker import EngineWorker
@@ -66,6 +67,8 @@ class DaemonCore:
             time_scale=config.virtual_phone_time_scale,
             period_s=config.governor_period_s,
         )
+        # Every telemetry stream shares one sensor read per minimum interval (50 ms).
+        self.readings = SharedReading(self.governor.telemetry.read, MIN_TELEMETRY_INTERVAL_MS / 1000)
         self.models = ModelLifecycle(config, self.worker, self.store, engine_factory)
         self.models.on_threads = self.governor.set_threads  # the ladder starts from the autotuned count
         self.scheduler = Scheduler(self.models, self.worker, self.governor)
@@ -182,7 +185,7 @@ class DaemonCore:
         """One telemetry sample (the OS readers run off the event loop)."""
         gov = self.governor
         live = gov.actuators.tokens_per_second()
-        reading = await asyncio.get_running_loop().run_in_executor(None, gov.telemetry.read)
+        reading = await self.readings.get()
         state = self.engine_state
         generating = state in (EngineState.PREFILL, EngineState.DECODE)
         return TelemetryFrame(
