@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
 from edgellm.deploy.adb import DeployError
 from edgellm.deploy.flow import wait_health

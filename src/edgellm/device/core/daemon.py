@@ -33,9 +33,9 @@ from edgellm.device.generation import Event, GenerationJob
 from edgellm.device.governor.controller import GovernorConfig
 from edgellm.device.governor.runtime import GovernorRuntime
 from edgellm.device.push import PushReceiver, PushResult, ReadyFn
-from edgellm.device.telemetry.shared import MIN_TELEMETRY_INTERVAL_MS, SharedReading
 from edgellm.device.store import ArtifactStore, StoreStatus, parse_manifest
 from edgellm.device.store.store import check_artifact_id, default_limits
+from edgellm.device.telemetry.shared import MIN_TELEMETRY_INTERVAL_MS, SharedReading
 from edgellm.device.worker import EngineWorker
 
 log = get_logger(__name__)

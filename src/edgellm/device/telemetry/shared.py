@@ -21,7 +21,9 @@ class SharedReading(Generic[T]):
     a second however many subscribe.
     """
 
-    def __init__(self, read: Callable[[], T], max_age_s: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, read: Callable[[], T], max_age_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._read = read
         self.max_age_s = max_age_s
         self._clock = clock
