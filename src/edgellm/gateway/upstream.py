@@ -25,7 +25,7 @@ class Stream:
     @classmethod
     async def open(cls, daemon: AioDaemon, request: device_pb2.GenerateRequest) -> Stream:
         """Start the call and wait for its first message (raises grpc.aio.AioRpcError on refusal)."""
-        call = daemon.stub.Generate(request, metadata=daemon.metadata)
+        call = daemon.stub.Generate(request)
         try:
             first = await call.read()
         except BaseException:
@@ -63,16 +63,12 @@ class Stream:
 
 async def status(daemon: AioDaemon) -> device_pb2.DaemonStatus:
     """GetStatus (no sensor reads on the device: state only)."""
-    return await daemon.stub.GetStatus(
-        device_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S, metadata=daemon.metadata
-    )
+    return await daemon.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
 
 
 async def models(daemon: AioDaemon) -> device_pb2.ListModelsResponse:
     """ListModels."""
-    return await daemon.stub.ListModels(
-        device_pb2.ListModelsRequest(), timeout=STATUS_TIMEOUT_S, metadata=daemon.metadata
-    )
+    return await daemon.stub.ListModels(device_pb2.ListModelsRequest(), timeout=STATUS_TIMEOUT_S)
 
 
 async def model_loaded(daemon: AioDaemon) -> bool | None:

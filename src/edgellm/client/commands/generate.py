@@ -8,11 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from edgellm.client.client import DaemonClient, build_request, constrained, finish_reason_name
+from edgellm.client.client import build_request, constrained, finish_reason_name
 from edgellm.client.commands.common_args import (
     add_sampling,
     add_target,
     add_window,
+    client_from,
     read_text_arg,
     sampling_kwargs,
 )
@@ -110,7 +111,7 @@ def run(ns: argparse.Namespace) -> int:
     out = sys.stdout
     wrote = False
     try:
-        with DaemonClient(ns.target) as client:
+        with client_from(ns) as client:
             start = time.perf_counter()
             first: float | None = None
             for response in client.stream(request):
