@@ -24,6 +24,7 @@ from tests.reliability.fuzz_setup import daemon_for_fuzz, fuzz_target
 from tests.reliability.hostile import run_fuzz
 
 WARMUP = 200
+CHUNK = 500
 
 
 def main() -> int:
@@ -41,7 +42,17 @@ def main() -> int:
             target = fuzz_target(daemon, artifact)
             report = run_fuzz(target, WARMUP, ns.seed + 1)
             rss_start = daemon.rss()
-            report = run_fuzz(target, ns.n - WARMUP, ns.seed, report)
+            # In rounds of CHUNK calls (each its own seed), with a checkpoint after each, so a
+            # run cut short still leaves its figures.
+            done = WARMUP
+            while done < ns.n:
+                k = min(CHUNK, ns.n - done)
+                report = run_fuzz(target, k, ns.seed * 1000 + done, report)
+                done += k
+                point = {"calls": report.calls, "rss_mib": round(daemon.rss() / 2**20, 1), **report.summary()}
+                print(json.dumps({k: point[k] for k in ("calls", "rss_mib", "codes", "unexpected_count")}))
+                if ns.json:
+                    ns.json.with_suffix(".partial.json").write_text(json.dumps(point, indent=2) + "\n")
             rss_end = daemon.rss()
             target.restore()
             healthy = daemon.health()
@@ -50,6 +61,7 @@ def main() -> int:
         result = {
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "n": ns.n,
+            "rounds": f"{WARMUP} warm-up calls (seed+1), then rounds of {CHUNK} (seed*1000+offset)",
             "seed": ns.seed,
             **report.summary(),
             "rss_after_warmup_mib": round(rss_start / 2**20, 1),

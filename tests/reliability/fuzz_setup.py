@@ -33,7 +33,6 @@ def fuzz_target(daemon: DaemonProcess, artifact: Path) -> FuzzTarget:
 
     def restore() -> None:
         stub = device_pb2_grpc.DeviceDaemonStub(channels["token"])
-        stub.UpdateConfig(device_pb2.UpdateConfigRequest(threads=1), timeout=120)
         stub.LoadModel(device_pb2.LoadModelRequest(model=artifact_id), timeout=120)
 
     return FuzzTarget(channels, daemon.health, restore, daemon.alive)
