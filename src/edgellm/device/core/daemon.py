@@ -88,7 +88,8 @@ class DaemonCore:
         self.governor.start()
 
     async def close(self) -> None:
-        """Stop the governor and the worker, then free the engine."""
+        """Let cancelled pushes finish writing, stop the governor and the worker, then free the engine."""
+        await self._pushes.drain()
         await self.governor.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
         self.models.close()
