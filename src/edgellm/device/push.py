@@ -106,7 +106,7 @@ class PushReceiver:
         self._idle = asyncio.Event()
         self._idle.set()
 
-    async def drain(self, timeout: float = 30.0) -> None:
+    async def drain(self, wait_s: float = 30.0) -> None:
         """Wait until every push has left its bytes on disk (a cancelled one finishes its last batch).
 
         Why: the server's stop cancels push handlers but returns before their cleanup ran; a
@@ -114,7 +114,7 @@ class PushReceiver:
         the old push was still writing it, and resumed from a wrong offset (tests/push flake).
         """
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await asyncio.wait_for(self._idle.wait(), wait_s)
 
     async def receive(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
         """Consume one push stream (manifest first, then chunks) and install the artifact.
