@@ -107,9 +107,15 @@ def one_run(
     t0 = time.monotonic()
     daemon.start(want_serving=False)
     outcome["restart_s"] = round(time.monotonic() - t0, 2)
-    try:  # the model loaded before the kill comes back by itself (loaded.json) unless its load crashed
-        outcome["health_after_restart"] = daemon.wait_health(want_serving=True, timeout=60)
-    except TimeoutError:
+    # The model loaded before the kill comes back by itself (loaded.json) unless its load was the
+    # one killed (loading.json left behind): wait for it only when it should come.
+    data = daemon.data_dir
+    if (data / "loaded.json").is_file() and not (data / "loading.json").is_file():
+        try:
+            outcome["health_after_restart"] = daemon.wait_health(want_serving=True, timeout=120)
+        except TimeoutError:
+            outcome["health_after_restart"] = daemon.health()
+    else:
         outcome["health_after_restart"] = daemon.health()
     stub = device_pb2_grpc.DeviceDaemonStub(daemon.channel())
     listed = stub.ListModels(device_pb2.ListModelsRequest(), timeout=30)
