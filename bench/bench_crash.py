@@ -101,6 +101,10 @@ def one_run(
     time.sleep(delay)
     daemon.kill9()
     thread.join(30)
+    # Whether the model should come back by itself, decided now: once restarted, the restore's own
+    # loading marker would be on disk while it loads.
+    data = daemon.data_dir
+    should_restore = (data / "loaded.json").is_file() and not (data / "loading.json").is_file()
     outcome["finished_before_kill"] = finished.is_set()
     store = daemon.data_dir / "store"
     outcome["corrupt_on_disk"] = corrupt_artifacts(store)
@@ -109,8 +113,8 @@ def one_run(
     outcome["restart_s"] = round(time.monotonic() - t0, 2)
     # The model loaded before the kill comes back by itself (loaded.json) unless its load was the
     # one killed (loading.json left behind): wait for it only when it should come.
-    data = daemon.data_dir
-    if (data / "loaded.json").is_file() and not (data / "loading.json").is_file():
+    outcome["should_restore_itself"] = should_restore
+    if should_restore:
         try:
             outcome["health_after_restart"] = daemon.wait_health(want_serving=True, timeout=120)
         except TimeoutError:
@@ -194,6 +198,7 @@ def main() -> int:
         "interrupted_pushes": len(pushes),
         "interrupted_pushes_resumed_with_partial_data": sum(r["resume_bytes_skipped"] > 0 for r in pushes),
         "median_restart_s": statistics.median(restarts) if restarts else None,
+        "should_restore_itself": sum(bool(r.get("should_restore_itself")) for r in runs),
         "serving_by_itself_after_restart": sum(r.get("health_after_restart") == "SERVING" for r in runs),
         "seconds": round(time.monotonic() - t_start, 1),
     }
