@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def corrupt_artifacts(store: Path) -> list[str]:
     return bad
 
 
-def _in_thread(fn: Any) -> threading.Thread:
+def _in_thread(fn: Callable[[], None]) -> threading.Thread:
     t = threading.Thread(target=fn, daemon=True)
     t.start()
     return t
@@ -74,6 +75,7 @@ def one_run(
 ) -> dict[str, Any]:
     stub = device_pb2_grpc.DeviceDaemonStub(daemon.channel())
     outcome: dict[str, Any] = {"phase": phase, "delay_s": round(delay, 2)}
+    work: Callable[[], object]
     if phase == "push":
         stub.UnloadModel(device_pb2.UnloadModelRequest(), timeout=60)  # a loaded artifact is not deleted
         try:

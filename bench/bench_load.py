@@ -41,7 +41,10 @@ def one_request(
     """Send request I of CLIENT; (outcome, seconds)."""
     rid = f"load-{client}-{i}"
     req = device_pb2.GenerateRequest(
-        prompt=f"Count from {i}:", max_new_tokens=tokens, request_id=rid, sampling={"temperature": 0.0}
+        prompt=f"Count from {i}:",
+        max_new_tokens=tokens,
+        request_id=rid,
+        sampling=device_pb2.SamplingParams(temperature=0.0),
     )
     t0 = time.monotonic()
     kind = (

@@ -126,7 +126,7 @@ def _scalar(fd: pbd.FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
         return st.binary(max_size=64)
     if t == _F.TYPE_ENUM:
         return st.integers(-3, 40)  # proto3 enums are open: unknown values reach the handler
-    assert t == _F.TYPE_MESSAGE
+    assert t == _F.TYPE_MESSAGE and fd.message_type is not None
     return message_dicts(fd.message_type, depth + 1)
 
 
@@ -298,12 +298,15 @@ def send(channel: grpc.Channel, call: HostileCall) -> tuple[str, str]:
     timeout = TIMEOUT_S.get(call.method, DEFAULT_TIMEOUT_S)
     try:
         if m.client_streaming:
-            channel.stream_unary(path)(iter(call.payloads), timeout=timeout)
+            push: grpc.StreamUnaryMultiCallable[bytes, bytes] = channel.stream_unary(path)
+            push(iter(call.payloads), timeout=timeout)
         elif m.server_streaming:
-            for _ in channel.unary_stream(path)(call.payloads[0], timeout=timeout):
+            stream: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(path)
+            for _ in stream(call.payloads[0], timeout=timeout):
                 pass
         else:
-            channel.unary_unary(path)(call.payloads[0], timeout=timeout)
+            unary: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(path)
+            unary(call.payloads[0], timeout=timeout)
     except grpc.RpcError as err:
         return err.code().name, err.details() or ""
     return "OK", ""

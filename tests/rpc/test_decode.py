@@ -13,7 +13,13 @@ BAD = b"\x0a\x05ab"  # field 1 claims 5 bytes, 2 remain
 
 
 async def _drain(ch: grpc.aio.Channel, path: str) -> None:
-    _ = [r async for r in ch.unary_stream(path)(BAD, timeout=10)]
+    call: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = ch.unary_stream(path)
+    _ = [r async for r in call(BAD, timeout=10)]
+
+
+async def _unary(ch: grpc.aio.Channel, path: str) -> bytes:
+    call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = ch.unary_unary(path)
+    return await call(BAD, timeout=10)
 
 
 @pytest.mark.parametrize("token", [None, "t0ken"])
@@ -23,7 +29,7 @@ async def test_undecodable_requests_answer_invalid_argument(start_fake: StartFak
         for method, streaming in (("GetStatus", False), ("DeleteArtifact", False), ("Generate", True)):
             path = f"/edgellm.v1.DeviceDaemon/{method}"
             with pytest.raises(grpc.aio.AioRpcError) as err:
-                await (_drain(ch, path) if streaming else ch.unary_unary(path)(BAD, timeout=10))
+                await (_drain(ch, path) if streaming else _unary(ch, path))
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
             assert f"malformed request to {path}" in (err.value.details() or "")
         ok = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)

@@ -52,7 +52,8 @@ class StrictDecodeInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         deserializer = _lenient(handler.request_deserializer, method)
         if handler.response_streaming:
-            stream = handler.unary_stream
+            # Any: grpc's stubs type handler behaviours with the sync ServicerContext.
+            stream: Any = handler.unary_stream
             assert stream is not None
 
             async def streaming(
@@ -73,7 +74,7 @@ class StrictDecodeInterceptor(grpc.aio.ServerInterceptor):
             return grpc.unary_stream_rpc_method_handler(
                 streaming, request_deserializer=deserializer, response_serializer=handler.response_serializer
             )
-        unary = handler.unary_unary
+        unary: Any = handler.unary_unary
         assert unary is not None
 
         async def single(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
