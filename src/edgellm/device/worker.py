@@ -185,11 +185,13 @@ class EngineWorker:
             except BaseException as exc:  # noqa: BLE001 - handed to the RPC, which maps it
                 ticket.emit(exc)
             finally:
-                ticket.emit(_Closed())
+                # Forget the id before closing the stream: a client that saw its stream end and
+                # then sent Cancel for it got cancelled=True (test_cancel flaked under load).
                 with self._cv:
                     self.active = None
                     if self._tickets.get(ticket.request_id) is ticket:
                         del self._tickets[ticket.request_id]
+                ticket.emit(_Closed())
         # Drain whatever control tasks raced the stop.
         while self._control:
             _, fut, _ = self._control.popleft()
