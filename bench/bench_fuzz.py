@@ -6,7 +6,7 @@ Run: .venv/bin/python -m bench.bench_fuzz [--n 10000] [--seed 14] [--artifact DI
 
 Reports the answers by status code, every unexpected one (INTERNAL, UNKNOWN, UNAVAILABLE, ...),
 crashes, and the daemon's RSS after a warm-up of 200 calls and at the end, each measured after a
-near-context prompt (see at_plateau; growth must stay under 5 %). The daemon is started as a
+model reload (see at_baseline; growth must stay under 5 %). The daemon is started as a
 user starts it (token on) with --threads 1.
 """
 
@@ -18,8 +18,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import grpc
 
 from edgellm.common.paths import default_artifact_dir
 from edgellm.device.store import parse_manifest
@@ -34,24 +32,18 @@ MODEL_ID: list[str] = []
 CHUNK = 500
 
 
-def at_plateau(daemon: DaemonProcess) -> int:
-    """RSS after a near-context prompt, with the model (re)loaded.
+def at_baseline(daemon: DaemonProcess) -> int:
+    """RSS with the model freshly reloaded (UnloadModel, LoadModel with its warm-up).
 
     Why: MNN sizes its buffers and the KV cache to the longest input it has run, and a reload
-    frees them, so RSS moves with what the last few hostile prompts and reloads were (measured
-    here: 318 -> 796 MiB over prompts of 600..7,200 tokens, flat over 8 reloads and over 12
-    refused 1 MB prompts). Measuring both ends at the same shape leaves only real growth.
+    frees them, so RSS moves with the last hostile prompts and reloads (measured here: 318 -> 796
+    MiB over prompts of 600..7,200 tokens; 334 -> 339 MiB over 8 reloads). Measuring both ends
+    right after a reload leaves what could leak: the Python heap, gRPC, the store, the engine's
+    own allocations across loads.
     """
     stub = device_pb2_grpc.DeviceDaemonStub(daemon.channel())
-    if daemon.health() != "SERVING":
-        stub.LoadModel(device_pb2.LoadModelRequest(model=MODEL_ID[0]), timeout=120)
-    for words in (7900, 7000, 6000, 4000):
-        try:
-            req = device_pb2.GenerateRequest(prompt="word " * words, max_new_tokens=2)
-            list(stub.Generate(req, timeout=300))
-            break
-        except grpc.RpcError:
-            continue
+    stub.UnloadModel(device_pb2.UnloadModelRequest(), timeout=120)
+    stub.LoadModel(device_pb2.LoadModelRequest(model=MODEL_ID[0]), timeout=300)
     return daemon.rss()
 
 
@@ -70,7 +62,7 @@ def main() -> int:
             target = fuzz_target(daemon, artifact)
             MODEL_ID.append(parse_manifest((artifact / "manifest.json").read_bytes()).artifact_id)
             report = run_fuzz(target, WARMUP, ns.seed + 1)
-            rss_start = at_plateau(daemon)
+            rss_start = at_baseline(daemon)
             # In rounds of CHUNK calls (each its own seed), with a checkpoint after each, so a
             # run cut short still leaves its figures.
             done = WARMUP
@@ -82,7 +74,7 @@ def main() -> int:
                 print(json.dumps({k: point[k] for k in ("calls", "rss_mib", "codes", "unexpected_count")}))
                 if ns.json:
                     ns.json.with_suffix(".partial.json").write_text(json.dumps(point, indent=2) + "\n")
-            rss_end = at_plateau(daemon)
+            rss_end = at_baseline(daemon)
             target.restore()
             healthy = daemon.health()
         finally:
