@@ -69,7 +69,11 @@ class DaemonProcess:
         argv += ["--data-dir", str(self.data_dir), *self.args]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self.wait_health(want_serving, timeout)
+        try:
+            self.wait_health(want_serving, timeout)
+        except BaseException:
+            self.stop()  # never leave a daemon behind when it did not come up
+            raise
 
     def wait_health(self, want_serving: bool, timeout: float) -> str:
         """Poll grpc.health.v1 until it answers (SERVING if asked); fail early if the process died."""
