@@ -13,8 +13,8 @@ argmax over random logits (a fixed seed) until the grammar completes, the walk i
 and each position keeps its fastest run, so time slices lost to other processes on a loaded
 machine drop out (the raw figures are printed beside).
 
-Usage: python bench/bench_constrained.py --artifact .cache/artifacts/default [--samples 10] [--out F]
-       python bench/bench_constrained.py --artifact .cache/artifacts/default --mask-only [--repeats 15]
+Usage: python -m bench.bench_constrained --artifact .cache/artifacts/default [--samples 10] [--out F]
+       python -m bench.bench_constrained --artifact .cache/artifacts/default --mask-only [--repeats 15]
 """
 
 from __future__ import annotations

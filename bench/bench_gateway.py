@@ -9,7 +9,8 @@ on both paths), so every request decodes exactly --new-tokens tokens.
 On this 2-core host the gateway shares the cores with MNN's threads; `--gateway-nice 19` models a
 gateway on the laptop and the daemon on the phone (it only gets cycles the engine leaves idle).
 
-Usage: python bench/bench_gateway.py --artifact .cache/artifacts/default [--rounds 9] [--gateway-nice 19]
+Usage: python -m bench.bench_gateway --artifact .cache/artifacts/default [--rounds 9]
+         [--gateway-nice 19 | --split-cores]
 """
 
 from __future__ import annotations

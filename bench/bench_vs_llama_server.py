@@ -15,7 +15,7 @@ llama-cpp-python reuses the longest prefix its context shares with the previous 
 repeated prompt would measure a cache hit instead of a prefill. TTFT is request -> first content
 chunk at the client; decode tok/s is (tokens - 1) / (last chunk - first chunk).
 
-Usage: python bench/bench_vs_llama_server.py --artifact .cache/artifacts/default
+Usage: python -m bench.bench_vs_llama_server --artifact .cache/artifacts/default
          [--llama-python /work/bench-venvs/llama-cpp/bin/python] [--threads 2] [--rounds 9]
 """
 
@@ -25,6 +25,7 @@ import argparse
 import json
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,6 +92,23 @@ def ask(client: openai.OpenAI, model: str, nonce: int, stop_ids: list[int], new_
     return (first - t0) * 1000, (n - 1) / (last - first), n
 
 
+SETUP = (
+    "create it as docs/benchmarks.md says (the AVX-512 CMAKE_ARGS build of llama-cpp-python==0.3.36), "
+    "then add the server's dependencies without rebuilding: "
+    "`PY -m pip install 'llama-cpp-python[server]==0.3.36'`"
+)
+
+
+def check_llama(python: Path) -> None:
+    """Refuse to start unless `python` has llama-cpp-python with its server extra (fastapi, uvicorn, ...)."""
+    probe = subprocess.run(
+        [str(python), "-c", "import llama_cpp.server.app"], capture_output=True, text=True, check=False
+    )
+    if probe.returncode != 0:
+        why = (probe.stderr.strip().splitlines() or ["not found"])[-1]
+        raise SystemExit(f"{python} cannot run llama_cpp.server ({why}): {SETUP.replace('PY', str(python))}")
+
+
 def main() -> int:
     """Run the interleaved comparison and print a JSON summary."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -104,6 +122,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     manifest = json.loads((ns.artifact / "manifest.json").read_text())
     stop_ids = [int(t) for t in manifest["tokenizer"]["stop_token_ids"]]
+    check_llama(ns.llama_python)
     gguf = default_gguf_path()  # the file the default artifact is converted from
     dport, gport, lport = free_port(), free_port(), free_port()
     target = f"127.0.0.1:{dport}"
