@@ -68,7 +68,10 @@ def test_objects_assembled_from_several_schemas_are_left_open() -> None:
     cases = [
         ({"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}, {"a": 1, "b": 2}),
         ({"properties": {"kind": {}}, "anyOf": [{"properties": {"a": {}}}]}, {"kind": 1, "a": 2}),
-        ({"properties": {"a": {}}, "$ref": "#/$defs/more", "$defs": {"more": {"type": "object"}}}, {"a": 1, "z": 2}),
+        (
+            {"properties": {"a": {}}, "$ref": "#/$defs/more", "$defs": {"more": {"type": "object"}}},
+            {"a": 1, "z": 2},
+        ),
     ]
     for schema, answer in cases:
         closed = close_objects(schema)
