@@ -83,3 +83,36 @@ def test_booleans_and_non_objects_pass_through() -> None:
     assert close_objects(True) is True
     assert close_objects({"type": "string"}) == {"type": "string"}
     assert close_objects({"items": [{"properties": {"a": {}}}]})["items"][0]["additionalProperties"] is False
+
+
+def test_what_sits_under_a_negation_is_left_as_written_so_nothing_invalid_becomes_valid() -> None:
+    # {"a": 1} matches both open oneOf branches, so the schema refuses it; closing the branches
+    # would make it match only the first, and pass. Same for `not` and an `if` condition.
+    one_of = {"oneOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
+    negated = {"not": {"properties": {"a": {"const": 1}}}}
+    condition = {"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}}
+    referenced = {"$defs": {"one": {"properties": {"a": {"const": 1}}}}, "not": {"$ref": "#/$defs/one"}}
+    for schema, refused in (
+        (one_of, {"a": 1}),
+        (negated, {"a": 1, "z": 2}),
+        (condition, {"a": 1, "z": 2}),
+        (referenced, {"a": 1, "z": 2}),
+    ):
+        closed = close_objects(schema)
+        assert closed == schema
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(refused, closed)
+
+
+def test_then_else_and_dependent_schemas_keep_the_parents_keys() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"enum": ["a", "b"]}},
+        "if": {"properties": {"kind": {"const": "a"}}},
+        "then": {"properties": {"size": {"type": "integer"}}, "required": ["size"]},
+        "dependentSchemas": {"kind": {"properties": {"note": {"type": "string"}}}},
+    }
+    closed = close_objects(schema)
+    assert "additionalProperties" not in closed["then"]
+    assert "additionalProperties" not in closed["dependentSchemas"]["kind"]
+    jsonschema.validate({"kind": "a", "size": 3, "note": "x"}, closed)
