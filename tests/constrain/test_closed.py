@@ -88,7 +88,7 @@ def test_booleans_and_non_objects_pass_through() -> None:
 def test_what_sits_under_a_negation_is_left_as_written_so_nothing_invalid_becomes_valid() -> None:
     # {"a": 1} matches both open oneOf branches, so the schema refuses it; closing the branches
     # would make it match only the first, and pass. Same for `not` and an `if` condition.
-    one_of = {"oneOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
+    one_of: dict[str, Any] = {"oneOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
     negated = {"not": {"properties": {"a": {"const": 1}}}}
     condition = {"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}}
     referenced = {"$defs": {"one": {"properties": {"a": {"const": 1}}}}, "not": {"$ref": "#/$defs/one"}}
