@@ -1,7 +1,8 @@
 """Quantization methods side by side under the paired evaluation (issue 19).
 
-  python bench/bench_quant_eval.py build [--configs rtn-b64 awq-b64 gptq-b64 llmc-gptq-b64 llmc-awq-b64]
+  python bench/bench_quant_eval.py build [--configs rtn-b64 awq-b64 gptq-b64 llmc-gptq-b64 ...] [--no-check]
   python bench/bench_quant_eval.py eval  [--slice dev|heldout] [--tokens 8192] [--configs ...] [--out F]
+      [--jobs N] [--paths prefill decode]
 
 ``build`` makes every artifact once under ``<cache>/bench/`` (skipped when it exists): ours with
 ``edgellm quantize``'s code path (``builder.pipeline.build_artifact``), llmcompressor's (vLLM
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from edgellm.common.paths import cache_dir
+from edgellm.host.evaluate.runners import PATHS
 
 ROOT = cache_dir() / "bench"  # artifacts shared with bench_quant.py (same names, same plans)
 REF = ROOT / "ref"  # calibration ids and the reference runs' saved integers
@@ -165,7 +167,7 @@ def evaluate(ns: argparse.Namespace) -> None:
     from edgellm.host.progress_bar import progress_bar
 
     hf = checkpoint(resolve_source("default"))
-    protocol = Protocol(Slice(slice_name, tokens, doc_tokens), threads=ns.threads)
+    protocol = Protocol(Slice(slice_name, tokens, doc_tokens), tuple(ns.paths), threads=ns.threads)
     models = [Model("fp", "hf", hf)] + [Model(n, "mnn", ROOT / n) for n in names]
     docs = protocol.slice.documents(tokenizer_for(hf, ROOT / names[0]))
     start = time.perf_counter()
@@ -195,7 +197,8 @@ def evaluate(ns: argparse.Namespace) -> None:
 def _score_in_parallel(ns: argparse.Namespace, names: list[str]) -> None:
     """Run ``--jobs`` worker processes (one thread each) until every model's scores are cached."""
     base = [sys.executable, __file__, "eval", "--slice", ns.slice, "--tokens", str(ns.tokens)]
-    base += ["--doc-tokens", str(ns.doc_tokens), "--threads", "1", "--configs", *ns.configs, "--only"]
+    base += ["--doc-tokens", str(ns.doc_tokens), "--threads", "1", "--paths", *ns.paths]
+    base += ["--configs", *ns.configs, "--only"]
     pending = list(names)
     running: list[subprocess.Popen[bytes]] = []
     while pending or running:
@@ -220,6 +223,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--jobs", type=int, default=1, help="eval: worker processes, one MNN thread each")
     ap.add_argument("--threads", type=int, default=None, help="eval: MNN threads (default the daemon's 2)")
+    ap.add_argument(
+        "--paths", nargs="+", default=list(PATHS), choices=PATHS, help="eval: scoring paths (default both)"
+    )
     ap.add_argument("--only", nargs="*", default=None, help=argparse.SUPPRESS)
     # Why: the quick check (fp, torch and MNN ppl on 512 dev tokens) was a third of rtn-b64's build
     # wall time on the loaded machine (166 of 486 s), and no figure of this bench comes from it.
