@@ -162,3 +162,27 @@ def test_generate_and_push_send_the_token_too(
     assert r.code == 1 and "FAILED_PRECONDITION" in r.err  # past authentication: there is no model
     _no_token_anywhere(monkeypatch, tmp_path)
     assert "none was found" in edgellm("generate", *target, "hi").err
+
+
+def test_token_file_tls_pin_and_tls_ca_flags_reach_the_daemon(
+    bare_daemon_factory: Callable[..., RunningDaemon],
+    edgellm: Callable[..., Result],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """docs/security.md promises --token-file, --tls-pin and --tls-ca on every client command."""
+    from edgellm.common.tls import fingerprint
+
+    running = bare_daemon_factory(auth_token="s3cret", tls_self_signed=True)
+    cert = running.core.config.data_dir / "tls" / "cert.pem"
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    token.chmod(0o600)
+    monkeypatch.setenv("EDGELLM_TOKEN", "wrong")  # --token-file wins over the environment
+    target = ["--target", f"127.0.0.1:{running.port}", "--token-file", str(token)]
+    pin = fingerprint(cert.read_text())
+    for verb in (["status"], ["models"], ["config", "get"]):
+        assert edgellm(*verb, *target, "--tls-pin", pin).code == 0, verb
+    assert edgellm("status", *target, "--tls-ca", str(cert)).code == 0
+    assert edgellm("status", *target, "--tls-pin", "sha256:" + "0" * 64).code != 0
+    assert edgellm("status", *target).code != 0  # plaintext to a TLS daemon

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
+from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
+from edgellm.deploy.adb import DeployError
 from edgellm.deploy.flow import wait_health
 from edgellm.device.store import ArtifactStore, parse_manifest
 from tests.deploy.conftest import free_port
@@ -20,11 +20,6 @@ from tests.deploy.conftest import free_port
 RUN = Path(__file__).resolve().parents[2] / "src" / "edgellm" / "deploy" / "termux" / "service" / "run"
 
 
-@pytest.mark.xfail(
-    reason="passed before merging main (i14-auth); after it the subprocess daemon never answered "
-    "health here: not yet diagnosed (the in-process S4 test in tests/device passes)",
-    strict=False,
-)
 def test_s4_service_restarts_serving_an_artifact_id(default_artifact: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     store = ArtifactStore(home / ".edgellm" / "store")
@@ -38,16 +33,29 @@ def test_s4_service_restarts_serving_an_artifact_id(default_artifact: Path, tmp_
     (home / ".edgellm" / "deploy").mkdir(parents=True)
     (home / ".edgellm" / "deploy" / "model").write_text(m.artifact_id + "\n")  # as deploy writes it
     port = free_port()
-    env = {
-        **os.environ,
+    # The session fixture points $EDGELLM_HOME and $EDGELLM_CONFIG_DIR at its own directories;
+    # Termux sets neither, and with them the daemon looked for the store there (not under the
+    # phone's $HOME), could not resolve the id and exited before listening. Drop them.
+    env = {k: v for k, v in os.environ.items() if k not in (HOME_ENV, CONFIG_DIR_ENV, TOKEN_ENV)}
+    env |= {
         "HOME": str(home),
         "EDGELLM_PORT": str(port),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    proc = subprocess.Popen(["sh", str(RUN)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        assert wait_health(f"127.0.0.1:{port}", timeout=120, want_serving=True) == "SERVING"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-    assert b"model_loaded" in out or b"engine_loaded" in out, out[-2000:]
+    log_path = tmp_path / "service.log"
+    # The log goes to a file, not a pipe nobody reads while waiting (a full pipe blocks the daemon).
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(["sh", str(RUN)], env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            try:
+                status = wait_health(f"127.0.0.1:{port}", timeout=120, want_serving=True)
+            except DeployError as e:
+                raise AssertionError(f"{e}; rc={proc.poll()}\n{log_path.read_text()[-3000:]}") from e
+            assert status == "SERVING"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+    out = log_path.read_bytes()
+    assert b"engine_loaded" in out, out[-2000:]
+    token = home / ".edgellm" / "token"  # made on this first start, as on a fresh phone
+    assert token.is_file() and token.stat().st_mode & 0o777 == 0o600

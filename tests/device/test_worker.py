@@ -90,3 +90,25 @@ async def test_after_stop_nothing_is_accepted() -> None:
         worker.call(lambda: None)
     with pytest.raises(Unavailable):
         worker.submit(ticket("late", lambda t: None))
+
+
+async def test_a_cancelled_queued_job_frees_its_slot_for_the_next_request() -> None:
+    worker = EngineWorker(capacity=1)
+    started, release = threading.Event(), threading.Event()
+
+    def run(t: Ticket) -> None:
+        started.set()
+        release.wait(5)
+
+    try:
+        worker.submit(ticket("a", run))
+        assert await asyncio.to_thread(started.wait, 5)
+        gone = ticket("b", run)
+        worker.submit(gone)
+        gone.cancel()  # its client left (deadline or cancel) while it waited
+        worker.submit(ticket("c", run))  # takes the dead ticket's slot at once
+        assert worker.depth == 1
+        assert [e async for e in gone.stream()] == []  # the dead ticket's stream is closed
+    finally:
+        release.set()
+        worker.stop()

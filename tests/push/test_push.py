@@ -175,6 +175,10 @@ async def test_resume_after_daemon_restart(tmp_path: Path) -> None:
     def stop_daemon(p: PushProgress) -> None:
         if p.bytes_sent >= p.bytes_total // 2 and not stopping:
             stopping.append(asyncio.run_coroutine_threadsafe(d.stop(0), loop))
+            # Why wait here: this callback runs on the pushing thread. Without the wait, under
+            # load the client sent the rest and the install finished before the stop ran, so the
+            # push succeeded and the test failed ("DID NOT RAISE"; flaky under load).
+            stopping[0].result(60)
 
     with pytest.raises(grpc.RpcError):
         await asyncio.to_thread(_push, d.port, art, on_progress=stop_daemon, retries=0)

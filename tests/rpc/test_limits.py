@@ -97,6 +97,29 @@ async def test_telemetry_and_health_watch_streams_are_capped(start_fake: StartFa
         watch.cancel()
 
 
+async def test_telemetry_streams_share_one_sensor_read_per_period(start_fake: StartFake) -> None:
+    """S11: 8 streams at 50 ms for ~1 s read the sensors about 20 times, not 8 x 20."""
+    running = await start_fake()
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        before = running.core.readings.reads
+
+        async def stream() -> int:
+            call = stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=50))
+            n = 0
+            async for _ in call:
+                n += 1
+                if n == 20:
+                    call.cancel()
+                    break
+            return n
+
+        counts = await asyncio.gather(*(stream() for _ in range(8)))
+    reads = running.core.readings.reads - before
+    assert counts == [20] * 8
+    assert reads <= 60, f"{reads} sensor reads for {sum(counts)} samples"  # ~20-40 shared, not 160
+
+
 async def test_a_live_request_id_cannot_be_reused_and_ids_are_length_capped(start_fake: StartFake) -> None:
     """S14: a duplicate live id is ALREADY_EXISTS (Cancel still reaches the first); long ids are refused."""
     running = await start_fake(endless=True, step_s=STEP_S)

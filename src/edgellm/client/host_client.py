@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from edgellm.client.channel import open_channel
+from edgellm.client.channel import ChannelSecurity, open_channel
 from edgellm.common.errors import Unavailable
 from edgellm.common.targets import resolve_host_target
 from edgellm.v1 import host_pb2, host_pb2_grpc
@@ -32,9 +32,10 @@ class JobOutcome:
 class HostClient:
     """Blocking client over one channel (the token is sent on every call); a context manager."""
 
-    def __init__(self, target: str | None = None, token: str | None = None) -> None:
+    def __init__(self, target: str | None = None, security: ChannelSecurity | str | None = None) -> None:
+        """SECURITY: the token and TLS trust (a bare string is a token; None: found without flags)."""
         self.target = resolve_host_target(target)
-        self.channel = open_channel(self.target, token)
+        self.channel = open_channel(self.target, security)
         self.stub = host_pb2_grpc.HostServiceStub(self.channel)
 
     def __enter__(self) -> HostClient:

@@ -40,19 +40,28 @@ def add_server_security(p: argparse.ArgumentParser, default_file: str) -> None:
     )
 
 
-def add_client_security(p: argparse.ArgumentParser) -> None:
-    """--token-file, --tls-ca, --tls-pin (the token is otherwise found without flags)."""
+def add_client_security(p: argparse.ArgumentParser, nested: bool = False) -> None:
+    """--token-file, --tls-ca, --tls-pin (the token is otherwise found without flags).
+
+    nested: on a sub-subcommand whose parent takes them too (SUPPRESS keeps the parent's value).
+    """
+    unset = argparse.SUPPRESS if nested else None
     p.add_argument(
         "--token-file",
         type=Path,
-        default=None,
+        default=unset,
         help=f"bearer token file (default: ${TOKEN_ENV}, then ~/.config/edgellm/token, "
         "then ~/.edgellm/token)",
     )
-    p.add_argument("--tls-ca", type=Path, default=None, help="connect with TLS, trusting this CA bundle")
+    p.add_argument(
+        "--tls-ca",
+        type=Path,
+        default=unset,
+        help="connect with TLS, trusting this CA bundle (default $EDGELLM_TLS_CA)",
+    )
     p.add_argument(
         "--tls-pin",
-        default=os.environ.get("EDGELLM_TLS_PIN") or None,
+        default=unset,
         help="connect with TLS to a server whose certificate has this sha256 fingerprint "
         "(default $EDGELLM_TLS_PIN)",
     )

@@ -17,6 +17,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from edgellm.common.auth import TokenAuthInterceptor, check_bind
+from edgellm.common.decode import StrictDecodeInterceptor
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.tls import ServerTls
 from edgellm.common.tokens import ensure_token, read_token_file
@@ -76,9 +77,12 @@ def new_server(host: str, security: ServerSecurity, max_message_bytes: int | Non
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
         ]
-    return grpc.aio.server(
-        interceptors=[TokenAuthInterceptor(security.token)] if security.token else [], options=options
-    )
+    # The token is checked first: a call without it is never decoded at all.
+    interceptors: list[grpc.aio.ServerInterceptor] = []
+    if security.token:
+        interceptors.append(TokenAuthInterceptor(security.token))
+    interceptors.append(StrictDecodeInterceptor())
+    return grpc.aio.server(interceptors=interceptors, options=options)
 
 
 class CappedHealthServicer(health.HealthServicer):  # type: ignore[misc]  # grpc_health is untyped

@@ -10,6 +10,7 @@ there, and the hash check at the end of each file catches anything a crash tore.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hashlib
 import os
@@ -101,6 +102,19 @@ class PushReceiver:
     def __init__(self, store: ArtifactStore) -> None:
         self.store = store
         self._locks: dict[str, asyncio.Lock] = {}
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def drain(self, wait_s: float = 30.0) -> None:
+        """Wait until every push has left its bytes on disk (a cancelled one finishes its last batch).
+
+        Why: the server's stop cancels push handlers but returns before their cleanup ran; a
+        daemon restarted on the same data dir in the same process then read a part's size while
+        the old push was still writing it, and resumed from a wrong offset (tests/push flake).
+        """
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), wait_s)
 
     async def receive(self, messages: AsyncIterator[PushMessage], ready: ReadyFn | None = None) -> PushResult:
         """Consume one push stream (manifest first, then chunks) and install the artifact.
@@ -116,11 +130,18 @@ class PushReceiver:
             raise InvalidArgument("a push must start with a message carrying manifest_json")
         manifest = parse_manifest(first.manifest_json)
         lock = self._locks.setdefault(manifest.artifact_id, asyncio.Lock())
-        async with lock:
-            try:
-                return await self._receive(manifest, messages, ready)
-            finally:
-                self.store.release(manifest.artifact_id)
+        self._active += 1
+        self._idle.clear()
+        try:
+            async with lock:
+                try:
+                    return await self._receive(manifest, messages, ready)
+                finally:
+                    self.store.release(manifest.artifact_id)
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._idle.set()
 
     async def _receive(
         self,

@@ -102,12 +102,31 @@ class EngineWorker:
                     f"request_id {ticket.request_id!r} is already running or queued; use a fresh id"
                 )
             if len(self._jobs) >= self.capacity:
+                self._drop_cancelled()
+            if len(self._jobs) >= self.capacity:
                 raise ResourceExhausted(
                     f"request queue is full ({self.capacity} waiting); retry later or raise --queue-size"
                 )
             self._jobs.append(ticket)
             self._tickets[ticket.request_id] = ticket
             self._cv.notify()
+
+    def _drop_cancelled(self) -> None:
+        """Free the slots of queued tickets already cancelled (caller holds the lock).
+
+        Why: a queued request whose client left (a deadline, a cancel) kept its slot until the
+        worker reached it, so under load live requests got RESOURCE_EXHAUSTED from a queue of
+        dead ones (bench/bench_load.py: 353 of 800 refused with 8 clients and 8 slots).
+        """
+        live: deque[Ticket] = deque()
+        for t in self._jobs:
+            if not t.cancelled.is_set():
+                live.append(t)
+                continue
+            t.emit(_Closed())
+            if self._tickets.get(t.request_id) is t:
+                del self._tickets[t.request_id]
+        self._jobs = live
 
     def cancel(self, request_id: str) -> bool:
         """Cancel a queued or running request by id."""
@@ -166,11 +185,13 @@ class EngineWorker:
             except BaseException as exc:  # noqa: BLE001 - handed to the RPC, which maps it
                 ticket.emit(exc)
             finally:
-                ticket.emit(_Closed())
+                # Forget the id before closing the stream: a client that saw its stream end and
+                # then sent Cancel for it got cancelled=True (test_cancel flaked under load).
                 with self._cv:
                     self.active = None
                     if self._tickets.get(ticket.request_id) is ticket:
                         del self._tickets[ticket.request_id]
+                ticket.emit(_Closed())
         # Drain whatever control tasks raced the stop.
         while self._control:
             _, fut, _ = self._control.popleft()

@@ -34,7 +34,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig, daemon: AioDaemon | None = None) -> None:
         self.config = config
-        self.daemon = daemon or connect(config.target, config.daemon_token)
+        self.daemon = daemon or connect(config.target, config.daemon_security)
         self.registry = CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
         self.watch = DeviceWatch(self.daemon, config.telemetry_period_s)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from edgellm.client.commands.common_args import add_target
+from edgellm.client.commands.common_args import add_target, security_from
 from edgellm.common.errors import InvalidArgument
 from edgellm.gateway.config import API_KEY_ENV, DEFAULT_PORT, GatewayConfig, api_key_from_env
 
@@ -44,6 +44,7 @@ def config_from(ns: argparse.Namespace) -> GatewayConfig:
     key = ns.api_key_file.read_text().strip() if ns.api_key_file else api_key_from_env()
     return GatewayConfig(
         target=ns.target,
+        daemon_security=security_from(ns),
         host=ns.host,
         port=ns.port,
         api_key=key,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from edgellm.client.channel import ChannelSecurity
 from edgellm.common.auth import is_loopback
 from edgellm.common.errors import InvalidArgument
 
@@ -20,7 +21,8 @@ class GatewayConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     api_key: str | None = None  # bearer key clients must send; required off loopback
-    daemon_token: str | None = None  # toward the daemon (None: the client's own lookup)
+    # toward the daemon: token and TLS trust (None: found as every client finds them)
+    daemon_security: ChannelSecurity | None = None
     allowed_hosts: tuple[str, ...] = ()  # extra Host names (DNS rebinding guard); IPs are always fine
     cors_origins: tuple[str, ...] = ()  # browser origins allowed (CORS); none = CORS off
     telemetry_period_s: float = 2.0  # device gauges are read once per period and cached

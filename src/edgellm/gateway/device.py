@@ -57,7 +57,7 @@ class DeviceWatch:
         request = device_pb2.StreamTelemetryRequest(interval_ms=round(self.period_s * 1000))
         while True:
             try:
-                call = self.daemon.stub.StreamTelemetry(request, metadata=self.daemon.metadata)
+                call = self.daemon.stub.StreamTelemetry(request)
                 async for sample in call:
                     self.status = await upstream.status(self.daemon)
                     self.sample = sample

@@ -15,11 +15,12 @@ from typing import TextIO
 
 import grpc
 
-from edgellm.client.client import DaemonClient, build_request
+from edgellm.client.client import build_request
 from edgellm.client.commands.common_args import (
     add_sampling,
     add_target,
     add_window,
+    client_from,
     report_rpc_error,
     sampling_kwargs,
 )
@@ -84,7 +85,7 @@ def run(ns: argparse.Namespace) -> int:
     session = uuid.uuid4().hex
     answered = failed = 0
     last_error = OK
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         for text in messages(sys.stdin):
             if text in ("/quit", "/exit", "/bye"):
                 break

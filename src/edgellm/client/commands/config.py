@@ -7,8 +7,7 @@ import json
 import sys
 from typing import Any
 
-from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target
+from edgellm.client.commands.common_args import add_target, client_from
 from edgellm.common.errors import InvalidArgument
 from edgellm.v1 import device_pb2
 
@@ -86,7 +85,7 @@ def _line(values: dict[str, Any]) -> str:
 def run_set(ns: argparse.Namespace) -> int:
     """Send the update and print the resulting settings."""
     req = parse_pairs(ns.pairs)
-    with DaemonClient(ns.target, timeout=120.0) as client:  # a thread change reloads the model
+    with client_from(ns, timeout=120.0) as client:  # a thread change reloads the model
         st = client.stub.UpdateConfig(req, timeout=120.0)
     sys.stdout.write(_line(settings(st)) + "\n")
     return 0
@@ -100,7 +99,7 @@ def run_get(ns: argparse.Namespace) -> int:
     unknown = [k for k, v in aliases.items() if v not in SETTINGS]
     if unknown:
         raise InvalidArgument(f"unknown setting {unknown[0]!r}: choose from {', '.join(SETTINGS)}")
-    with DaemonClient(ns.target, timeout=10.0) as client:
+    with client_from(ns, timeout=10.0) as client:
         values = settings(client.status())
     if aliases:
         values = {v: values[v] for v in aliases.values()}

@@ -12,9 +12,11 @@ import json
 import sys
 from typing import Any
 
+from edgellm.client.commands.common_args import security_from
 from edgellm.client.failures import BAD_INPUT, FAILED, HOST_SERVICE, INTERRUPTED, OK
 from edgellm.client.host_client import HostClient, follow, outcome
 from edgellm.common.argtypes import float_in, int_in, non_negative_int
+from edgellm.common.security_args import add_client_security
 from edgellm.common.targets import DEFAULT_HOST_TARGET, HOST_TARGET_ENV, TARGET_ENV
 from edgellm.v1 import host_pb2
 
@@ -80,6 +82,7 @@ def _verb(
         help=f"host service address (default: ${HOST_TARGET_ENV}, then {DEFAULT_HOST_TARGET}; "
         "port 50052 when omitted)",
     )
+    add_client_security(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     if name not in ("watch", "artifacts"):
         p.add_argument("--detach", action="store_true", help="print the job id and return; the job runs on")
@@ -129,7 +132,7 @@ def run_artifacts(ns: argparse.Namespace) -> int:
     """List the host's artifacts."""
     from edgellm.client.jsonout import message_dict
 
-    with HostClient(ns.target) as client:
+    with HostClient(ns.target, security_from(ns)) as client:
         resp = client.artifacts()
     if ns.json:
         rows = [{k: v for k, v in message_dict(a).items() if k != "manifest_json"} for a in resp.artifacts]
@@ -178,7 +181,7 @@ def _run(ns: argparse.Namespace, kind: str, request: Any) -> int:
     job_id = ""
     last: host_pb2.JobEvent | None = None
     progress = _Progress(kind)
-    with HostClient(ns.target) as client:
+    with HostClient(ns.target, security_from(ns)) as client:
         try:
             for event in follow(client.start(kind, request)):
                 if not job_id:

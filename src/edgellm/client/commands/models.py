@@ -7,7 +7,7 @@ import json
 import sys
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target
+from edgellm.client.commands.common_args import add_target, client_from
 from edgellm.client.jsonout import message_dict
 from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress
 from edgellm.common.allocator import tune_for_streaming
@@ -49,7 +49,7 @@ def run_push(ns: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     tune_for_streaming()  # the push streams 1 MiB buffers (src/edgellm/common/allocator.py)
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         artifact = resolve_artifact(ns.artifact_dir)
         try:  # every call on client.channel carries the token (edgellm.client.channel)
             pusher = Pusher(client.channel, artifact, int(ns.chunk_mib * (1 << 20)))
@@ -77,7 +77,7 @@ def run_push(ns: argparse.Namespace) -> int:
 
 def run_models(ns: argparse.Namespace) -> int:
     """One line per installed artifact; '*' marks the loaded one."""
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         resp = client.stub.ListModels(device_pb2.ListModelsRequest(), timeout=30)
     if ns.json:
         rows = []
@@ -108,19 +108,19 @@ def _load(client: DaemonClient, model: str) -> int:
 
 def run_load(ns: argparse.Namespace) -> int:
     """Load a model and print load and warm-up times."""
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         return _load(client, ns.model)
 
 
 def run_unload(ns: argparse.Namespace) -> int:
     """Unload the model."""
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         client.stub.UnloadModel(device_pb2.UnloadModelRequest())
     return 0
 
 
 def run_rm(ns: argparse.Namespace) -> int:
     """Delete an artifact (the loaded one is refused)."""
-    with DaemonClient(ns.target) as client:
+    with client_from(ns) as client:
         client.stub.DeleteArtifact(device_pb2.DeleteArtifactRequest(artifact_id=ns.artifact))
     return 0

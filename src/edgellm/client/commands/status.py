@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target
+from edgellm.client.commands.common_args import add_target, client_from
 from edgellm.client.jsonout import message_json
 from edgellm.v1 import device_pb2
 
@@ -48,7 +47,7 @@ def tuning(t: device_pb2.ThreadTuning) -> str:
 
 def run(ns: argparse.Namespace) -> int:
     """Print the status."""
-    with DaemonClient(ns.target, timeout=10.0) as client:
+    with client_from(ns, timeout=10.0) as client:
         st = client.status()
     if ns.json:
         sys.stdout.write(message_json(st) + "\n")

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import grpc
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target
+from edgellm.client.commands.common_args import add_target, client_from
 from edgellm.client.jsonout import message_dict
 from edgellm.client.plot import Trace, plot_traces
 from edgellm.common.argtypes import int_in, non_negative_int
@@ -188,7 +188,7 @@ def run(ns: argparse.Namespace) -> int:
     limit = ns.samples if (ns.watch or recording or ns.samples) else 1
     with contextlib.ExitStack() as stack:
         record = stack.enter_context(ns.record.open("a", encoding="utf-8")) if ns.record else None
-        client = stack.enter_context(DaemonClient(ns.target))
+        client = stack.enter_context(client_from(ns))
         sink = _Sink(ns, limit, record)
         if recording and not limit:
             sys.stderr.write("recording; Ctrl-C to stop\n")

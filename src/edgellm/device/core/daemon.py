@@ -35,6 +35,7 @@ from edgellm.device.governor.runtime import GovernorRuntime
 from edgellm.device.push import PushReceiver, PushResult, ReadyFn
 from edgellm.device.store import ArtifactStore, StoreStatus, parse_manifest
 from edgellm.device.store.store import check_artifact_id, default_limits
+from edgellm.device.telemetry.shared import MIN_TELEMETRY_INTERVAL_MS, SharedReading
 from edgellm.device.worker import EngineWorker
 
 log = get_logger(__name__)
@@ -66,6 +67,8 @@ class DaemonCore:
             time_scale=config.virtual_phone_time_scale,
             period_s=config.governor_period_s,
         )
+        # Every telemetry stream shares one sensor read per minimum interval (50 ms).
+        self.readings = SharedReading(self.governor.telemetry.read, MIN_TELEMETRY_INTERVAL_MS / 1000)
         self.models = ModelLifecycle(config, self.worker, self.store, engine_factory)
         self.models.on_threads = self.governor.set_threads  # the ladder starts from the autotuned count
         self.scheduler = Scheduler(self.models, self.worker, self.governor)
@@ -85,7 +88,8 @@ class DaemonCore:
         self.governor.start()
 
     async def close(self) -> None:
-        """Stop the governor and the worker, then free the engine."""
+        """Let cancelled pushes finish writing, stop the governor and the worker, then free the engine."""
+        await self._pushes.drain()
         await self.governor.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
         self.models.close()
@@ -182,7 +186,7 @@ class DaemonCore:
         """One telemetry sample (the OS readers run off the event loop)."""
         gov = self.governor
         live = gov.actuators.tokens_per_second()
-        reading = await asyncio.get_running_loop().run_in_executor(None, gov.telemetry.read)
+        reading = await self.readings.get()
         state = self.engine_state
         generating = state in (EngineState.PREFILL, EngineState.DECODE)
         return TelemetryFrame(

@@ -17,10 +17,10 @@ from edgellm.device.rpc import wire
 from edgellm.device.rpc.limits import Slots, idle_limited
 from edgellm.device.rpc.validation import check_id, generation_job
 from edgellm.device.store import StoreStatus
+from edgellm.device.telemetry.shared import MIN_TELEMETRY_INTERVAL_MS
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
-MIN_TELEMETRY_INTERVAL_MS = 50
 
 
 class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
