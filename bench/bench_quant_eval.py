@@ -1,7 +1,8 @@
 """Quantization methods side by side under the paired evaluation (issue 19).
 
-  python bench/bench_quant_eval.py build [--configs rtn-b64 awq-b64 gptq-b64 llmc-gptq-b64 llmc-awq-b64]
+  python bench/bench_quant_eval.py build [--configs rtn-b64 awq-b64 gptq-b64 llmc-gptq-b64 ...] [--no-check]
   python bench/bench_quant_eval.py eval  [--slice dev|heldout] [--tokens 8192] [--configs ...] [--out F]
+      [--jobs N] [--paths prefill decode]
 
 ``build`` makes every artifact once under ``<cache>/bench/`` (skipped when it exists): ours with
 ``edgellm quantize``'s code path (``builder.pipeline.build_artifact``), llmcompressor's (vLLM
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from edgellm.common.paths import cache_dir
+from edgellm.host.evaluate.runners import PATHS
 
 ROOT = cache_dir() / "bench"  # artifacts shared with bench_quant.py (same names, same plans)
 REF = ROOT / "ref"  # calibration ids and the reference runs' saved integers
@@ -102,17 +104,18 @@ def calibration_file(loaded: Any, plan: Any) -> Path:
     return file
 
 
-def build(names: list[str], extra: dict[str, str]) -> None:
-    """Build the artifacts that do not exist yet."""
+def build(names: list[str], extra: dict[str, str], check: bool = True) -> None:
+    """Build the artifacts that do not exist yet (``check``: with the build's quick check)."""
     import copy
 
     from edgellm.host.builder.loaded import LoadedModel
-    from edgellm.host.builder.pipeline import Quantized, build_artifact
+    from edgellm.host.builder.pipeline import Measure, Quantized, build_artifact
     from edgellm.host.evaluate.evaluate import EvalConfig
     from edgellm.host.quantize.reference_import import load_reference
 
     # The build's own evaluation is the legacy quick check; the figures come from `eval`.
     loaded = LoadedModel.open("default", EvalConfig(tokens=512))
+    measure = Measure(evaluate=check)
     done = REF / "build.json"
     for name in names:
         out = ROOT / name
@@ -133,9 +136,10 @@ def build(names: list[str], extra: dict[str, str]) -> None:
             qweights = load_reference(qmodel, saved, plan)
             meta = _meta(saved)
             quantized = Quantized(qmodel, qweights, seconds=meta["seconds"])
-            result = {**build_artifact(loaded, plan, out, quantized=quantized).summary(), "reference": meta}
+            built = build_artifact(loaded, plan, out, measure=measure, quantized=quantized)
+            result = {**built.summary(), "reference": meta}
         else:
-            result = build_artifact(loaded, plan, out).summary()
+            result = build_artifact(loaded, plan, out, measure=measure).summary()
         result["wall_seconds"] = round(time.perf_counter() - start, 1)
         # Re-read before writing: another build process (ours vs the reference) may have added rows.
         results = json.loads(done.read_text()) if done.is_file() else {}
@@ -163,7 +167,7 @@ def evaluate(ns: argparse.Namespace) -> None:
     from edgellm.host.progress_bar import progress_bar
 
     hf = checkpoint(resolve_source("default"))
-    protocol = Protocol(Slice(slice_name, tokens, doc_tokens), threads=ns.threads)
+    protocol = Protocol(Slice(slice_name, tokens, doc_tokens), tuple(ns.paths), threads=ns.threads)
     models = [Model("fp", "hf", hf)] + [Model(n, "mnn", ROOT / n) for n in names]
     docs = protocol.slice.documents(tokenizer_for(hf, ROOT / names[0]))
     start = time.perf_counter()
@@ -193,7 +197,8 @@ def evaluate(ns: argparse.Namespace) -> None:
 def _score_in_parallel(ns: argparse.Namespace, names: list[str]) -> None:
     """Run ``--jobs`` worker processes (one thread each) until every model's scores are cached."""
     base = [sys.executable, __file__, "eval", "--slice", ns.slice, "--tokens", str(ns.tokens)]
-    base += ["--doc-tokens", str(ns.doc_tokens), "--threads", "1", "--configs", *ns.configs, "--only"]
+    base += ["--doc-tokens", str(ns.doc_tokens), "--threads", "1", "--paths", *ns.paths]
+    base += ["--configs", *ns.configs, "--only"]
     pending = list(names)
     running: list[subprocess.Popen[bytes]] = []
     while pending or running:
@@ -218,11 +223,17 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--jobs", type=int, default=1, help="eval: worker processes, one MNN thread each")
     ap.add_argument("--threads", type=int, default=None, help="eval: MNN threads (default the daemon's 2)")
+    ap.add_argument(
+        "--paths", nargs="+", default=list(PATHS), choices=PATHS, help="eval: scoring paths (default both)"
+    )
     ap.add_argument("--only", nargs="*", default=None, help=argparse.SUPPRESS)
+    # Why: the quick check (fp, torch and MNN ppl on 512 dev tokens) was a third of rtn-b64's build
+    # wall time on the loaded machine (166 of 486 s), and no figure of this bench comes from it.
+    ap.add_argument("--no-check", action="store_true", help="build: skip the build's quick check")
     ns = ap.parse_args()
     REF.mkdir(parents=True, exist_ok=True)  # also makes ROOT
     if ns.step == "build":
-        build(ns.configs, dict(a.split("=", 1) for a in ns.ref_args))
+        build(ns.configs, dict(a.split("=", 1) for a in ns.ref_args), check=not ns.no_check)
     else:
         evaluate(ns)
 

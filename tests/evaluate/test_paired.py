@@ -81,6 +81,20 @@ def test_paired_bootstrap_intervals_are_deterministic_and_paired() -> None:
         PairedBootstrap({"x": base[:10]}, units)
 
 
+def test_a_stride_that_leaves_tokens_unscored_is_refused_before_any_model_runs() -> None:
+    from edgellm.common.errors import InvalidArgument
+    from edgellm.host.evaluate.protocol import Protocol
+    from edgellm.host.evaluate.windows import windows
+
+    # stride == context skips each later window's first token: prefill would score fewer than decode
+    assert sum(w.n_scored for w in windows(1000, 512, 512)) == 998
+    assert sum(w.n_scored for w in windows(1000, 512, 511)) == 999
+    for stride in (512, 600, 0):
+        with pytest.raises(InvalidArgument, match="lower --stride"):
+            Protocol(context=512, stride=stride)
+    assert Protocol(context=512, stride=512, paths=("decode",)).stride == 512  # no windows scored
+
+
 def test_both_paths_agree_when_the_window_holds_the_whole_document(
     tiny_artifact: tuple[Path, dict[str, Any]], tiny_hf: Path
 ) -> None:

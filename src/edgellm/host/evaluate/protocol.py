@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.paths import cache_dir
 from edgellm.host.evaluate.bootstrap import BLOCK, PairedBootstrap, block_ids
@@ -43,6 +44,16 @@ class Protocol:
     # MNN threads; None = the daemon's 2. Scores are bit-identical at 1 and 2 threads (measured on
     # rtn-b64, both paths), so the cache ignores it and a busy machine can score models in parallel.
     threads: int | None = None
+
+    def __post_init__(self) -> None:
+        # Why: with stride == context each window's first token has no context inside it and goes
+        # unscored, so prefill would score fewer tokens than decode and the paired bootstrap would
+        # refuse the scores only after every model had been run (minutes each).
+        if "prefill" in self.paths and not 0 < self.stride < self.context:
+            raise InvalidArgument(
+                f"prefill windows need 0 < stride < context so every token is scored once, "
+                f"got stride {self.stride}, context {self.context}: lower --stride"
+            )
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description."""
