@@ -222,12 +222,17 @@ def run_all(ns: argparse.Namespace) -> dict[str, dict[str, Any]]:
     def work(case: Case) -> None:
         print(f"[bench_arm] {case.name} ...", file=sys.stderr, flush=True)
 
+        curve: list[list[float]] = []
+
         def partial(tokens: int, ppl: float) -> None:
-            # Why: an emulated case can outlast a deadline; the file then says how far it got.
-            results[case.name] = {**asdict(case), "partial": {"tokens": tokens, "ppl": round(ppl, 3)}}
+            # Why: an emulated case can outlast a deadline; the file then says how far it got, and
+            # the curve lets a cut-off case be paired with its twin at the same token count.
+            curve.append([tokens, round(ppl, 3)])
+            got = {"tokens": tokens, "ppl": round(ppl, 3), "curve": curve}
+            results[case.name] = {**asdict(case), "partial": got}
             ns.out.write_text(json.dumps(results, indent=1, sort_keys=True))
 
-        results[case.name] = run_case(case, ns.threads, partial)
+        results[case.name] = {**run_case(case, ns.threads, partial), "curve": curve}
         print(
             f"[bench_arm] {case.name}: {results[case.name].get('ppl', 'error')}", file=sys.stderr, flush=True
         )
