@@ -13,8 +13,8 @@ argmax over random logits (a fixed seed) until the grammar completes, the walk i
 and each position keeps its fastest run, so time slices lost to other processes on a loaded
 machine drop out (the raw figures are printed beside).
 
-Usage: python bench/bench_constrained.py --artifact .cache/artifacts/default [--samples 10] [--out F]
-       python bench/bench_constrained.py --artifact .cache/artifacts/default --mask-only [--repeats 15]
+Usage: python -m bench.bench_constrained --artifact .cache/artifacts/default [--samples 10] [--out F]
+       python -m bench.bench_constrained --artifact .cache/artifacts/default --mask-only [--repeats 15]
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
 import numpy as np
 
 from bench.constrained_cases import TEMPERATURE, Answer, Case, ask, cases
+from edgellm.client.channel import ChannelSecurity, open_aio_channel
 from edgellm.device.artifact import open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.constrain import Constraint, ConstraintKind, TokenGuide
@@ -70,7 +70,8 @@ async def run(artifact: Path, samples: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as data:
         daemon = await start_server(DaemonConfig(port=0, model=artifact, data_dir=Path(data)))
         try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+            # The daemon requires its token even on loopback (docs/security.md).
+            async with open_aio_channel(f"127.0.0.1:{daemon.port}", ChannelSecurity(daemon.token)) as channel:
                 stub = device_pb2_grpc.DeviceDaemonStub(channel)
                 report: dict[str, Any] = {"temperature": TEMPERATURE, "samples_per_schema": samples}
                 tokenizers = TokenizerCache()

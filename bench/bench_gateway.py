@@ -9,7 +9,8 @@ on both paths), so every request decodes exactly --new-tokens tokens.
 On this 2-core host the gateway shares the cores with MNN's threads; `--gateway-nice 19` models a
 gateway on the laptop and the daemon on the phone (it only gets cycles the engine leaves idle).
 
-Usage: python bench/bench_gateway.py --artifact .cache/artifacts/default [--rounds 9] [--gateway-nice 19]
+Usage: python -m bench.bench_gateway --artifact .cache/artifacts/default [--rounds 9]
+         [--gateway-nice 19 | --split-cores]
 """
 
 from __future__ import annotations
@@ -18,20 +19,16 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
+from bench.servers import free_port, serve
 from edgellm.client.client import DaemonClient, build_request
 
 MESSAGES = (
@@ -47,52 +44,6 @@ CHAT: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": MESSAGES[1][1]},
 ]
 BAN = -100  # OpenAI's strongest logit_bias: the end-of-turn tokens never win under greedy
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _process(
-    argv: list[str], ready: str, nice: int = 0, cpus: set[int] | None = None
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Start a process (at `nice`, on `cpus`); wait until `ready` (an HTTP URL or gRPC target) answers."""
-
-    def preexec() -> None:
-        if nice:
-            os.nice(nice)
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-
-    log = tempfile.NamedTemporaryFile(prefix=f"bench-{argv[3]}-", suffix=".log", delete=False)  # noqa: SIM115
-    proc = subprocess.Popen(argv, preexec_fn=preexec, stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"{argv[3]} exited with {proc.returncode}: see {log.name}")
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{argv[3]} did not get ready")
-            try:
-                if ready.startswith("http"):
-                    if httpx.get(ready, timeout=2).status_code == 200:
-                        break
-                else:
-                    with DaemonClient(ready) as c:
-                        c.wait_ready(timeout=2)
-                        if c.status().HasField("model"):
-                            break
-            except Exception:  # noqa: BLE001 - anything short of ready means: poll again
-                pass
-            time.sleep(0.5)
-        yield proc
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
 
 
 Run = tuple[float, float, int, float]
@@ -173,7 +124,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     manifest = json.loads((ns.artifact / "manifest.json").read_text())
     stop_ids = [int(t) for t in manifest["tokenizer"]["stop_token_ids"]]
-    dport, gport = _free_port(), _free_port()
+    dport, gport = free_port(), free_port()
     phone = laptop = None
     if ns.split_cores:
         cpus = sorted(os.sched_getaffinity(0))
@@ -187,12 +138,15 @@ def main() -> int:
     daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
     daemon_argv += ["--threads", str(ns.threads), "--data-dir", tempfile.mkdtemp()]
     gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport)]
+    base = f"http://127.0.0.1:{gport}"
     results: dict[str, list[Run]] = {"grpc": [], "gateway": []}
     with (
-        _process(daemon_argv, target, cpus=phone),
-        _process(gateway_argv, f"http://127.0.0.1:{gport}/health", ns.gateway_nice, laptop) as gw_proc,
+        serve("daemon", daemon_argv, target, cpus=phone),
+        serve(
+            "gateway", gateway_argv, f"http://127.0.0.1:{gport}/health", ns.gateway_nice, laptop
+        ) as gw_proc,
         DaemonClient(target) as grpc_client,
-        openai.OpenAI(base_url=f"http://127.0.0.1:{gport}/v1", api_key="none", max_retries=0) as sdk,
+        openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0) as sdk,
     ):
         direct(grpc_client, stop_ids, 8)  # warm both paths (connections, first-request costs)
         gateway(sdk, stop_ids, 8)

@@ -133,6 +133,24 @@ async def test_sampled_answers_all_match_the_constraint(
             assert last.finish_reason == device_pb2.FINISH_REASON_STOP
 
 
+async def test_an_object_schema_silent_about_other_keys_is_answered_with_its_own_keys_only(
+    start_fake: StartFake, tokenizer_artifact: Path
+) -> None:
+    # The README's shape: no "additionalProperties". Open, the sampled fake model adds keys of its own
+    # (and a real one adds them until max_new_tokens cuts the JSON); closed by default, it cannot.
+    running = await start_fake(model=tokenizer_artifact, endless=True)
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        for seed in range(8):
+            sampling = device_pb2.SamplingParams(temperature=1.0, seed=seed)
+            req = request(OutputConstraint(json_schema=json.dumps(schema)), sampling=sampling)
+            req.max_new_tokens = 200
+            text, last = await run(stub, req)
+            assert set(json.loads(text)) == {"ok"}, text
+            assert last.finish_reason == device_pb2.FINISH_REASON_STOP
+
+
 async def test_logit_bias_that_removes_every_allowed_token_is_refused(
     start_fake: StartFake, tokenizer_artifact: Path
 ) -> None:
@@ -175,6 +193,10 @@ async def test_edgellm_generate_json_schema_file(
     assert code == 0, err
     assert json.loads(out) == {"city": "Paris"}
     assert err.startswith("[stop]")
+    # A budget too small for the JSON: the cut answer is flagged on stderr and the status is 1.
+    code, out, err = await edgellm(*argv[:-1], "--max-new-tokens", "3", "Where?")
+    assert code == 1 and out.strip() and "[length]" in err
+    assert "reached --max-new-tokens 3 before the JSON was complete" in err
     schema.write_text("{not json")
     code, _, err = await edgellm(*argv)
     assert code == 2 and "is not valid JSON" in err

@@ -37,16 +37,18 @@ class Stream:
 
     async def messages(self) -> AsyncIterator[device_pb2.GenerateResponse]:
         """Every message, the primed first one included."""
-        yield self.first
-        if self.first.finish_reason:
-            return
-        while True:
-            msg = await self._call.read()
-            if msg is grpc.aio.EOF:
+        msg = self.first
+        yield msg
+        while not msg.finish_reason:
+            read = await self._call.read()
+            if read is grpc.aio.EOF:
                 return
+            msg = cast(device_pb2.GenerateResponse, read)
             yield msg
-            if msg.finish_reason:
-                return
+        # Why read past the finish message: the call then ends with its status, so close() has
+        # nothing to cancel (cancelling a call whose status was still in flight cost ~1.6 ms of the
+        # event loop per request: cProfile, grpc.aio `_cancel`, 41 calls, 65 ms).
+        await self._call.read()
 
     def cancel(self) -> None:
         """Cancel the call: the daemon's stream ends and its engine stops within a token."""
@@ -57,7 +59,8 @@ class Stream:
         if self._closed:
             return False
         self._closed = True
-        self._call.cancel()
+        if not self._call.done():  # a call that ended needs no cancel (see messages())
+            self._call.cancel()
         return True
 
 

@@ -16,6 +16,7 @@ from edgellm.client.commands.common_args import (
     read_text_arg,
     sampling_kwargs,
 )
+from edgellm.client.failures import FAILED, OK
 from edgellm.common.errors import InvalidArgument
 from edgellm.v1 import device_pb2
 
@@ -84,8 +85,22 @@ def drafts(s: device_pb2.GenerateStats) -> str:
     return f" · drafts {s.accepted_draft_tokens}/{s.draft_tokens} accepted"
 
 
+def cut_short(constraint: device_pb2.OutputConstraint | None, max_new_tokens: int) -> str:
+    """Why a constrained answer that hit the token budget is not the shape asked for."""
+    kind = constraint.WhichOneof("kind") if constraint is not None else None
+    shape = {"json_schema": "JSON", "json_object": "JSON", "regex": "match", "lark_grammar": "grammar"}
+    return (
+        f"edgellm generate: the answer reached --max-new-tokens {max_new_tokens} before the "
+        f"{shape.get(kind or '', 'constraint')} was complete, so it is cut off and not valid; raise "
+        "--max-new-tokens, or bound the schema (maxLength, maxItems, maximum)\n"
+    )
+
+
 def run(ns: argparse.Namespace) -> int:
-    """Stream one generation to stdout; the summary goes to stderr."""
+    """Stream one generation to stdout; the summary goes to stderr.
+
+    Exit status 1 when a constrained answer ran out of tokens: what was printed is not valid.
+    """
     constraint = constraint_from(ns)
     text = read_text_arg(ns.prompt, ns.prompt_file)
     messages = None
@@ -109,6 +124,7 @@ def run(ns: argparse.Namespace) -> int:
     request = constrained(request, constraint)
     out = sys.stdout
     wrote = False
+    status = OK
     try:
         with DaemonClient(ns.target) as client:
             start = time.perf_counter()
@@ -132,7 +148,10 @@ def run(ns: argparse.Namespace) -> int:
                             f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s"
                             f"{drafts(s)}\n"
                         )
+                    if constraint is not None and response.finish_reason == device_pb2.FINISH_REASON_LENGTH:
+                        sys.stderr.write(cut_short(constraint, ns.max_new_tokens))
+                        status = FAILED
     finally:
         if wrote:  # interrupted mid-answer: end the line so the shell prompt starts clean
             out.write("\n")
-    return 0
+    return status

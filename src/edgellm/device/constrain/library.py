@@ -18,6 +18,7 @@ from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.token_table import TokenTable
 from edgellm.device.artifact import Artifact
+from edgellm.device.constrain.closed import close_objects
 from edgellm.device.constrain.constraint import Constraint, ConstraintKind
 
 if TYPE_CHECKING:
@@ -63,7 +64,8 @@ def compile_grammar(lib: ModuleType, constraint: Constraint) -> str:
             kind = type(schema).__name__
             raise InvalidArgument(f"{field} must be a JSON object (or true/false), got {kind}")
         try:
-            grammar = matcher.grammar_from_json_schema(constraint.text, defaults=JSON_DEFAULTS)
+            closed = json.dumps(close_objects(schema))  # objects closed unless they say otherwise
+            grammar = matcher.grammar_from_json_schema(closed, defaults=JSON_DEFAULTS)
         except ValueError as err:
             raise InvalidArgument(f"{field} is invalid: {err}") from err
     elif constraint.kind == ConstraintKind.REGEX:

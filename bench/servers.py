@@ -1,0 +1,61 @@
+"""Server processes for the HTTP benches: start one (nice level, CPUs), wait until it answers."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from edgellm.client.client import DaemonClient
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(ready: str) -> bool:
+    """Whether `ready` (an HTTP URL, or a daemon's gRPC target with a model loaded) answers now."""
+    try:
+        if ready.startswith("http"):
+            return httpx.get(ready, timeout=2).status_code == 200
+        with DaemonClient(ready) as c:
+            c.wait_ready(timeout=2)
+            return c.status().HasField("model")
+    except Exception:  # noqa: BLE001 - anything short of ready means: poll again
+        return False
+
+
+@contextmanager
+def serve(
+    name: str, argv: list[str], ready: str, nice: int = 0, cpus: set[int] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `argv` (at `nice`, on `cpus`) until the block ends; its output goes to a /tmp log."""
+    # Why `nice`/`taskset` in the command line, not a preexec_fn: this process has gRPC threads
+    # (the readiness checks), and Python code run in a child between fork and exec crashed with
+    # "PyGILState_Release: auto-releasing thread-state" (the gateway died with SIGABRT).
+    prefix = ["nice", "-n", str(nice)] if nice else []
+    if cpus:
+        prefix += ["taskset", "-c", ",".join(str(c) for c in sorted(cpus))]
+    log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)  # noqa: SIM115
+    proc = subprocess.Popen([*prefix, *argv], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 180
+        while not _answers(ready):
+            if proc.poll() is not None:
+                raise SystemExit(f"{name} exited with {proc.returncode}: see {log.name}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name} did not get ready: see {log.name}")
+            time.sleep(0.5)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
