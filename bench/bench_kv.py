@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,13 @@ def cache_for(engine: MnnEngine, policy: WindowPolicy) -> KvCache:
     return KvCache(engine, policy, engine.special_id("<|im_start|>"), engine.special_id("<|im_end|>"))
 
 
-def score(engine: MnnEngine, ids: list[int], policy: WindowPolicy) -> dict[str, float]:
-    """Perplexity of ids fed in CHUNK-token pieces under policy."""
+def score(
+    engine: MnnEngine,
+    ids: list[int],
+    policy: WindowPolicy,
+    on_chunk: Callable[[int, float], None] | None = None,
+) -> dict[str, float]:
+    """Perplexity of ids fed in CHUNK-token pieces under policy; on_chunk(tokens scored, ppl so far)."""
     engine.reset()
     cache = cache_for(engine, policy)
     cache.n_keep = max(policy.n_keep, 0) if policy.sliding else 0
@@ -78,6 +84,9 @@ def score(engine: MnnEngine, ids: list[int], policy: WindowPolicy) -> dict[str, 
         logits = cache.feed_scored(piece, stats)
         targets = np.asarray(ids[i + 1 : i + 1 + len(piece)])
         nll.append(log_softmax_nll(logits, targets))
+        if on_chunk is not None:
+            so_far = np.concatenate(nll)
+            on_chunk(len(so_far), float(np.exp(so_far.mean())))
     all_nll = np.concatenate(nll)
     return {
         "ppl": round(float(np.exp(all_nll.mean())), 3),
