@@ -11,11 +11,13 @@ import json
 import re
 import sys
 from asyncio.subprocess import PIPE
+from collections.abc import Mapping
 from pathlib import Path
 
 import grpc
 import pytest
 
+from edgellm.device.rpc.server import RunningDaemon
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_artifact import PIECES, write_fake_artifact
 from tests.rpc.conftest import StartFake, channel_to
@@ -42,6 +44,21 @@ async def run(
 ) -> tuple[str, device_pb2.GenerateResponse]:
     responses = [r async for r in stub.Generate(req)]
     return "".join(r.text for r in responses), responses[-1]
+
+
+async def sampled_answers(
+    running: RunningDaemon, schema: Mapping[str, object], seeds: int = 8
+) -> list[tuple[str, device_pb2.GenerateResponse]]:
+    """One answer per seed at temperature 1 under a JSON-schema constraint (200-token budget)."""
+    answers = []
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        for seed in range(seeds):
+            sampling = device_pb2.SamplingParams(temperature=1.0, seed=seed)
+            req = request(OutputConstraint(json_schema=json.dumps(schema)), sampling=sampling)
+            req.max_new_tokens = 200
+            answers.append(await run(stub, req))
+    return answers
 
 
 async def refusal(
@@ -121,16 +138,10 @@ async def test_sampled_answers_all_match_the_constraint(
         "required": ["n", "ok"],
         "additionalProperties": False,
     }
-    async with channel_to(running) as ch:
-        stub = device_pb2_grpc.DeviceDaemonStub(ch)
-        for seed in range(8):
-            sampling = device_pb2.SamplingParams(temperature=1.0, seed=seed)
-            req = request(OutputConstraint(json_schema=json.dumps(schema)), sampling=sampling)
-            req.max_new_tokens = 200
-            text, last = await run(stub, req)
-            value = json.loads(text)
-            assert set(value) == {"n", "ok"} and 3 <= value["n"] <= 7, text
-            assert last.finish_reason == device_pb2.FINISH_REASON_STOP
+    for text, last in await sampled_answers(running, schema):
+        value = json.loads(text)
+        assert set(value) == {"n", "ok"} and 3 <= value["n"] <= 7, text
+        assert last.finish_reason == device_pb2.FINISH_REASON_STOP
 
 
 async def test_an_object_schema_silent_about_other_keys_is_answered_with_its_own_keys_only(
@@ -140,15 +151,9 @@ async def test_an_object_schema_silent_about_other_keys_is_answered_with_its_own
     # (and a real one adds them until max_new_tokens cuts the JSON); closed by default, it cannot.
     running = await start_fake(model=tokenizer_artifact, endless=True)
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-    async with channel_to(running) as ch:
-        stub = device_pb2_grpc.DeviceDaemonStub(ch)
-        for seed in range(8):
-            sampling = device_pb2.SamplingParams(temperature=1.0, seed=seed)
-            req = request(OutputConstraint(json_schema=json.dumps(schema)), sampling=sampling)
-            req.max_new_tokens = 200
-            text, last = await run(stub, req)
-            assert set(json.loads(text)) == {"ok"}, text
-            assert last.finish_reason == device_pb2.FINISH_REASON_STOP
+    for text, last in await sampled_answers(running, schema):
+        assert set(json.loads(text)) == {"ok"}, text
+        assert last.finish_reason == device_pb2.FINISH_REASON_STOP
 
 
 async def test_logit_bias_that_removes_every_allowed_token_is_refused(
