@@ -125,14 +125,19 @@ def quantize_model(
             hidden = _run_layer(adapter, model, layer, hidden)
             check_finite(hidden, f"layer {i} output")
         progress((i + 1) / (len(layers) + 1), f"layer {i + 1}/{len(layers)} quantized")
+    out["lm_head"] = quantize_lm_head(model, plan)
+    progress(1.0, "lm_head quantized")
+    return out, scales
+
+
+def quantize_lm_head(model: nn.Module, plan: QuantPlan) -> QuantizedWeight:
+    """RTN-quantize the output embedding in place at the plan's lm_head bits/block; return it."""
     lm_head = model.get_output_embeddings()  # type: ignore[operator]
     if not isinstance(lm_head, nn.Linear):
         raise TypeError("model has no linear output embedding")
     q = rtn_quantize(lm_head.weight, plan.lm_head_bits, plan.lm_head_block)
     lm_head.weight.copy_(q.dequantize().to(lm_head.weight.dtype))
-    out["lm_head"] = q
-    progress(1.0, "lm_head quantized")
-    return out, scales
+    return q
 
 
 def _awq_layer(

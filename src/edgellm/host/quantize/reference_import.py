@@ -16,7 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from edgellm.host.quantize.grid import QuantizedWeight, rtn_quantize
+from edgellm.host.quantize.apply import quantize_lm_head
+from edgellm.host.quantize.grid import QuantizedWeight
 from edgellm.host.quantize.plan import QuantPlan
 
 
@@ -47,10 +48,5 @@ def load_reference(model: nn.Module, file: Path, plan: QuantPlan) -> dict[str, Q
         lin = model.get_submodule(name)
         assert isinstance(lin, nn.Linear)
         lin.weight.copy_(q.dequantize().to(lin.weight.dtype))
-    lm_head = model.get_output_embeddings()  # type: ignore[operator]
-    if not isinstance(lm_head, nn.Linear):
-        raise TypeError("model has no linear output embedding")
-    q = rtn_quantize(lm_head.weight, plan.lm_head_bits, plan.lm_head_block)
-    lm_head.weight.copy_(q.dequantize().to(lm_head.weight.dtype))
-    out["lm_head"] = q
+    out["lm_head"] = quantize_lm_head(model, plan)
     return out
