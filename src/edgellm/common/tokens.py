@@ -21,6 +21,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgellm.common.durable import write_fresh
 from edgellm.common.errors import FailedPrecondition
 
 TOKEN_ENV = "EDGELLM_TOKEN"
@@ -64,12 +65,8 @@ def write_secret(path: Path, text: str) -> None:
     """Write TEXT to PATH with mode 0600, atomically (a temp file created 0600, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    write_fresh(tmp, (text.strip() + "\n").encode(), 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text.strip() + "\n")
-            f.flush()
-            os.fsync(f.fileno())
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -114,11 +111,7 @@ def write_secret_exclusive(path: Path, text: str) -> None:
     """Create PATH (0600) with TEXT; FileExistsError when it exists (two first starts race safely)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    write_fresh(tmp, (text + "\n").encode(), 0o600)
     try:
         os.link(tmp, path)  # fails if PATH exists, unlike rename
     finally:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgellm.common.durable import write_fresh
 from edgellm.common.errors import (
     AlreadyExists,
     EdgeError,
@@ -372,12 +373,8 @@ class ArtifactStore:
         name created exclusively in a directory only the store writes can never be one.
         """
         tmp = self.tmp / f"write.{uuid.uuid4().hex}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        write_fresh(tmp, data, 0o644)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
             tmp.replace(path)
         except BaseException:
             tmp.unlink(missing_ok=True)
