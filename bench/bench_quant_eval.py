@@ -80,10 +80,8 @@ def plan_for(name: str) -> Any:
     parts = name.removeprefix("llmc-").split("-")
     plan = preset("int4", method=parts[0], block=int(parts[1][1:]))
     for part in parts[2:]:
-        if part == "minmax":  # GPTQ block ranges min..max instead of the MSE clipping search
-            plan = replace(plan, gptq_grid="minmax")
-        elif part == "mse":  # GPTQ block ranges by the MSE clipping search
-            plan = replace(plan, gptq_grid="mse")
+        if part in ("minmax", "mse"):  # the method's final block ranges: min..max or the MSE clip search
+            plan = replace(plan, **{"awq_grid" if plan.method == "awq" else "gptq_grid": part})
         elif part == "duo":  # AWQ duo scaling (activations and weights), as llmcompressor
             plan = replace(plan, awq_duo=True)
         else:

@@ -52,3 +52,28 @@ def test_block_that_does_not_divide_is_refused(tiny_model: Any) -> None:
 def test_gptq_without_calibration_is_refused(tiny_model: Any) -> None:
     with pytest.raises(ValueError, match="calibration"):
         quantize_model(copy.deepcopy(tiny_model), preset("int4", method="gptq", block=32), None)
+
+
+@pytest.mark.parametrize(("grid", "clipped"), [("minmax", False), ("mse", True)])
+def test_awq_rounds_on_the_grid_its_search_scored(
+    tiny_model: Any, monkeypatch: pytest.MonkeyPatch, grid: str, clipped: bool
+) -> None:
+    # AWQ scores every candidate scale on min..max block ranges; by default the final rounding
+    # uses the same ranges (plan.awq_grid "minmax"), the MSE clipping search only when asked.
+    from dataclasses import replace
+
+    from edgellm.host.quantize import apply
+
+    seen: list[bool] = []
+    real = apply.rtn_quantize
+
+    def spy(w: torch.Tensor, bits: int, block: int, clip_search: bool = False) -> Any:
+        seen.append(clip_search)
+        return real(w, bits, block, clip_search=clip_search)
+
+    monkeypatch.setattr(apply, "rtn_quantize", spy)
+    calib = torch.randint(0, 49152, (4, 32), generator=torch.Generator().manual_seed(0))
+    plan = replace(preset("int4", method="awq", block=32), awq_grid=grid)
+    qweights, _ = quantize_model(copy.deepcopy(tiny_model), plan, calib)
+    assert len(seen) == len(qweights)  # every linear and lm_head went through rtn_quantize
+    assert seen[:-1] == [clipped] * (len(seen) - 1) and seen[-1] is False  # lm_head: plain RTN

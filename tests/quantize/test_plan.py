@@ -97,6 +97,7 @@ def test_a_plan_file_is_applied_as_written_and_a_contradicting_option_is_refused
         ({"rules": [{"bits": 8}]}, r"rules\[0\] needs a 'pattern'"),
         ({"rules": [{"pattern": "*", "bitz": 8}]}, "unknown fields"),
         ({"kv_cache": "int4"}, "kv_cache must be one of"),
+        ({"awq_grid": "percentile"}, "awq_grid must be one of"),
         ({"calibration": {"file": "wikitext2-test.txt"}}, "must not use the test split"),
         ([], "must be a JSON object"),
     ],

@@ -118,7 +118,9 @@ def quantize_model(
                 )
                 gptq[short].free()
             else:
-                q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=v.method == "awq")
+                # AWQ rounds on the grid its scale search scored (plan.awq_grid "minmax"): the
+                # scales were chosen for min..max ranges, and a clipping search on top undoes them.
+                q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=v.method == "awq" and plan.awq_grid == "mse")
             lin.weight.copy_(q.dequantize().to(lin.weight.dtype))
             out[prefix + short] = q
         if hidden is not None:

@@ -20,7 +20,7 @@ from edgellm.host.evaluate.evaluate import is_evaluation_text
 METHODS = ("rtn", "gptq", "awq")
 BITS = (4, 8)
 PRESETS = ("int4", "int8", "mixed", "auto")
-GPTQ_GRIDS = ("mse", "minmax")
+GRIDS = ("mse", "minmax")  # a method's final block ranges: MSE clipping search or min..max
 # Defaults of `edgellm quantize` and of HostService.Quantize alike (plan_from_spec applies them).
 DEFAULT_METHOD = "gptq"
 DEFAULT_BITS = 4
@@ -78,6 +78,10 @@ class QuantPlan:
     # or "mse" (the clipping search RTN uses: error feedback pushes later columns past a clipped range)
     gptq_grid: str = "minmax"
     awq_duo: bool = False  # AWQ scales from activations and weights (llmcompressor's duo scaling)
+    # AWQ's final block ranges: "minmax", the grid its scale search scored every candidate on (as
+    # llmcompressor), or "mse" (the clipping search; the scales were not chosen for it: worse,
+    # docs/quantization.md "Our GPTQ and AWQ, and llmcompressor as the reference")
+    awq_grid: str = "minmax"
 
     def spec_for(self, name: str) -> LayerSpec:
         """The resolved spec for module ``name``."""
@@ -175,8 +179,9 @@ def plan_from_json(doc: Any) -> QuantPlan:
         rules.append(LayerRule(**raw))
     _check(doc.get("lm_head_bits", 8) in (4, 8), "lm_head_bits must be 4 or 8")
     _check_spec("lm_head", doc.get("lm_head_bits"), doc.get("lm_head_block"), None)
-    _check(doc.get("gptq_grid", "minmax") in GPTQ_GRIDS, f"gptq_grid must be one of {GPTQ_GRIDS}")
+    _check(doc.get("gptq_grid", "minmax") in GRIDS, f"gptq_grid must be one of {GRIDS}")
     _check(isinstance(doc.get("awq_duo", False), bool), "awq_duo must be true or false")
+    _check(doc.get("awq_grid", "minmax") in GRIDS, f"awq_grid must be one of {GRIDS}")
     kv = doc.get("kv_cache", "fp")
     _check(kv in KV_CACHE_MODES, f"kv_cache must be one of {sorted(KV_CACHE_MODES)}, got {kv!r}")
     calib_raw = doc.get("calibration", {})
