@@ -1,6 +1,6 @@
 """Our AWQ next to llmcompressor's at the weight level (issue 19): scales, rounding, proxy perplexity.
 
-  python bench/awq_compare.py smooth --variant NAME [--duo] [--fp-inputs] [--parent-loss]
+  python bench/awq_compare.py smooth --variant NAME [--duo]
   python bench/awq_compare.py score  [--tokens 4096] [--variants ...]
 
 ``smooth`` runs our AWQ search on the reference's 32 calibration sequences (``ref/calib_ids_32.pt``)
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,15 +42,14 @@ def smooth(ns: argparse.Namespace) -> None:
     model = loaded.model
     plan = with_calibration(preset("int4", method="awq", block=64), Calibration(samples=32))
     plan = replace(plan, awq_duo=ns.duo)
-    for field, value in (("awq_fp_inputs", ns.fp_inputs), ("awq_parent_loss", ns.parent_loss)):
-        if value:
-            plan = replace(plan, **{field: True})
     ids = torch.load(REF / "calib_ids_32.pt")
     fp_state = {k: v.clone() for k, v in model.state_dict().items()}
     snap: dict[str, torch.Tensor] = {}
     inner = apply._awq_layer
 
-    def spy(adapter: Any, model_: Any, layer: Any, hidden: Any, spec: Any, prefix: str, *a: Any, **k: Any) -> Any:
+    def spy(
+        adapter: Any, model_: Any, layer: Any, hidden: Any, spec: Any, prefix: str, *a: Any, **k: Any
+    ) -> Any:
         out = inner(adapter, model_, layer, hidden, spec, prefix, *a, **k)
         for name, t in layer.state_dict().items():
             snap["model.layers." + prefix.split(".")[2] + "." + name] = t.detach().clone()
@@ -105,7 +103,8 @@ def _ppl(model: Any, docs: list[list[int]]) -> float:
 
 def _col_ratio(sm: dict[str, torch.Tensor], fp: dict[str, torch.Tensor], key: str) -> torch.Tensor:
     """Per input column, how much the smoothed weight grew: the scale folded into that column."""
-    return sm[key].norm(dim=0) / fp[key].norm(dim=0)
+    ratio: torch.Tensor = sm[key].norm(dim=0) / fp[key].norm(dim=0)
+    return ratio
 
 
 def _scales(fp: dict[str, torch.Tensor], sm: dict[str, torch.Tensor], layer: int) -> dict[str, torch.Tensor]:
@@ -125,7 +124,9 @@ def score(ns: argparse.Namespace) -> None:
     loaded = _loaded()
     model = loaded.model
     fp_state = {k: v.clone() for k, v in model.state_dict().items()}
-    docs = Slice("dev", tokens=ns.tokens).documents(lambda t: loaded.tokenizer(t, add_special_tokens=False)["input_ids"])
+    docs = Slice("dev", tokens=ns.tokens).documents(
+        lambda t: loaded.tokenizer(t, add_special_tokens=False)["input_ids"]
+    )
     print(f"fp: {_ppl(model, docs):.3f}")
     for how in ("minmax", "mse"):
         model.load_state_dict(fp_state)
@@ -144,7 +145,10 @@ def score(ns: argparse.Namespace) -> None:
         if name != "llmc":
             ref = [_scales(fp_state, states["llmc"], i) for i in range(n_layers)]
             for k in ("qkv", "gate_up", "down"):
-                cos = [float(torch.nn.functional.cosine_similarity(sc[i][k].log(), ref[i][k].log(), dim=0)) for i in range(n_layers)]
+                cos = [
+                    float(torch.nn.functional.cosine_similarity(sc[i][k].log(), ref[i][k].log(), dim=0))
+                    for i in range(n_layers)
+                ]
                 print(f"  log-scale cosine vs llmc {k}: mean {sum(cos) / len(cos):.3f} min {min(cos):.3f}")
         for how in ns.roundings:
             model.load_state_dict(st)
@@ -162,8 +166,6 @@ def main() -> None:
     s = sub.add_parser("smooth")
     s.add_argument("--variant", required=True)
     s.add_argument("--duo", action="store_true")
-    s.add_argument("--fp-inputs", action="store_true")
-    s.add_argument("--parent-loss", action="store_true")
     c = sub.add_parser("score")
     c.add_argument("--tokens", type=int, default=4096)
     c.add_argument("--variants", nargs="*", default=[])

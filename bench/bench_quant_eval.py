@@ -81,7 +81,7 @@ def plan_for(name: str) -> Any:
     plan = preset("int4", method=parts[0], block=int(parts[1][1:]))
     for part in parts[2:]:
         if part in ("minmax", "mse"):  # the method's final block ranges: min..max or the MSE clip search
-            plan = replace(plan, **{"awq_grid" if plan.method == "awq" else "gptq_grid": part})
+            plan = replace(plan, awq_grid=part) if plan.method == "awq" else replace(plan, gptq_grid=part)
         elif part == "duo":  # AWQ duo scaling (activations and weights), as llmcompressor
             plan = replace(plan, awq_duo=True)
         else:

@@ -120,7 +120,8 @@ def quantize_model(
             else:
                 # AWQ rounds on the grid its scale search scored (plan.awq_grid "minmax"): the
                 # scales were chosen for min..max ranges, and a clipping search on top undoes them.
-                q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=v.method == "awq" and plan.awq_grid == "mse")
+                clip = v.method == "awq" and plan.awq_grid == "mse"
+                q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=clip)
             lin.weight.copy_(q.dequantize().to(lin.weight.dtype))
             out[prefix + short] = q
         if hidden is not None:
