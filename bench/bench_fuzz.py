@@ -5,9 +5,9 @@ Run: .venv/bin/python -m bench.bench_fuzz [--n 10000] [--seed 14] [--artifact DI
 500-request run in `make test`).
 
 Reports the answers by status code, every unexpected one (INTERNAL, UNKNOWN, UNAVAILABLE, ...),
-crashes, and the daemon's RSS after a warm-up of 200 calls and at the end, each measured after a
-model reload (see at_baseline; growth must stay under 5 %). The daemon is started as a
-user starts it (token on) with --threads 1.
+crashes, and the daemon's RSS after a warm-up of 200 calls, every 2,000 calls after it and at the
+end, each measured after a model reload (see at_baseline; growth must stay under 5 %). The
+daemon is started as a user starts it (token on) with --threads 1.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tests.reliability.hostile import run_fuzz
 WARMUP = 200
 MODEL_ID: list[str] = []
 CHUNK = 500
+BASELINE_EVERY = 2_000  # calls between reloaded RSS measurements (the growth curve)
 
 
 def at_baseline(daemon: DaemonProcess) -> int:
@@ -63,6 +64,7 @@ def main() -> int:
             MODEL_ID.append(parse_manifest((artifact / "manifest.json").read_bytes()).artifact_id)
             report = run_fuzz(target, WARMUP, ns.seed + 1)
             rss_start = at_baseline(daemon)
+            curve = [{"calls": WARMUP, "rss_mib": round(rss_start / 2**20, 1)}]
             # In rounds of CHUNK calls (each its own seed), with a checkpoint after each, so a
             # run cut short still leaves its figures.
             done = WARMUP
@@ -71,10 +73,15 @@ def main() -> int:
                 report = run_fuzz(target, k, ns.seed * 1000 + done, report)
                 done += k
                 point = {"calls": report.calls, "rss_mib": round(daemon.rss() / 2**20, 1), **report.summary()}
-                print(json.dumps({k: point[k] for k in ("calls", "rss_mib", "codes", "unexpected_count")}))
+                if (done - WARMUP) % BASELINE_EVERY == 0 and done < ns.n:
+                    curve.append({"calls": done, "rss_mib": round(at_baseline(daemon) / 2**20, 1)})
+                    point["rss_after_reload_mib"] = curve[-1]["rss_mib"]
+                keys = ("calls", "rss_mib", "rss_after_reload_mib", "codes", "unexpected_count")
+                print(json.dumps({k: point[k] for k in keys if k in point}))
                 if ns.json:
                     ns.json.with_suffix(".partial.json").write_text(json.dumps(point, indent=2) + "\n")
             rss_end = at_baseline(daemon)
+            curve.append({"calls": done, "rss_mib": round(rss_end / 2**20, 1)})
             target.restore()
             healthy = daemon.health()
         finally:
@@ -88,6 +95,7 @@ def main() -> int:
             "rss_after_warmup_mib": round(rss_start / 2**20, 1),
             "rss_end_mib": round(rss_end / 2**20, 1),
             "rss_growth_pct": round(100 * (rss_end - rss_start) / rss_start, 2),
+            "rss_after_reload_curve": curve,
             "health_after": healthy,
             "daemon_exit": rc,
         }

@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 from edgellm.common.chi2 import two_sample
 from edgellm.device.artifact import open_artifact
 from edgellm.device.decoding import CALIBRATION_TEXT, Speculation, measure_forward_costs
@@ -66,7 +68,8 @@ def main() -> None:
     samples: dict[Speculation, list[list[int]]] = {Speculation.OFF: [], Speculation.AUTO: []}
     drafted = accepted = 0
     start = time.perf_counter()
-    for seed in range(args.draws):
+    # A progress bar: the run takes minutes idle, and printed nothing until done (issue 17).
+    for seed in tqdm(range(args.draws), desc="draws (off + auto)", unit="draw", mininterval=5):
         for spec in (Speculation.OFF, Speculation.AUTO):  # alternate: drift hits both alike
             toks, d, a = draw(
                 cache, spec, seed + (0 if spec == Speculation.OFF else 10**6), args.tokens, args.temperature

@@ -112,3 +112,32 @@ async def test_a_cancelled_queued_job_frees_its_slot_for_the_next_request() -> N
     finally:
         release.set()
         worker.stop()
+
+
+async def test_on_idle_runs_once_the_queue_drains_not_between_queued_jobs() -> None:
+    """The daemon gives freed memory back here (common/allocator.py), never while work waits."""
+    idle: list[int] = []
+    ran: list[str] = []
+    gate = threading.Event()
+    worker = EngineWorker(capacity=4, on_idle=lambda: idle.append(len(ran)))
+
+    def run(t: Ticket) -> None:
+        gate.wait(10)
+        ran.append(t.request_id)
+        t.emit("done")
+
+    try:
+        tickets = [ticket(f"r{i}", run) for i in range(3)]
+        for t in tickets:
+            worker.submit(t)
+        gate.set()
+        for t in tickets:
+            assert [e async for e in t.stream()] == ["done"]
+        await asyncio.wrap_future(worker.call(lambda: None))  # a control task ends busy too
+        for _ in range(100):
+            if len(idle) == 2:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        worker.stop()
+    assert idle == [3, 3]  # after the three jobs (not between them), and after the control task

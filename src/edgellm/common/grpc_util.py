@@ -40,7 +40,8 @@ def current_request_id() -> str:
     return rid if isinstance(rid, str) and rid else uuid.uuid4().hex[:12]
 
 
-async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException, rpc: str) -> None:
+def _failure(exc: BaseException, rpc: str) -> tuple[grpc.StatusCode, str]:
+    """The status for a handler's exception, logged (call inside the `except` block)."""
     code, message = status_for(exc)
     if code == grpc.StatusCode.INTERNAL:
         log.exception("rpc_failed", rpc=rpc)
@@ -48,7 +49,22 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException
     else:
         # Truncated: a refusal may quote what the client sent, and the log must stay small.
         log.info("rpc_refused", rpc=rpc, code=code.name, message=message[:LOGGED_MESSAGE_CHARS])
-    await context.abort(code, message)
+    return code, message
+
+
+# Why the wrappers set the status and return instead of `context.abort()`: grpc keeps the
+# AbortError that abort raises on the call's state, and its traceback holds the handler frames
+# (the context, the request iterator's last message, and, raised inside `except`, the handler's
+# exception with every frame of its own traceback): a reference cycle that only Python's full
+# collection frees. Under fuzzing hostile 6 MB push manifests stayed resident by the dozen MiB
+# (docs/reliability.md). A status set on the context ends the call the same way for the client
+# (grpc discards the response of a non-OK call), and everything dies with the handler.
+
+
+def _refuse(context: grpc.aio.ServicerContext[Any, Any], failure: tuple[grpc.StatusCode, str]) -> Any:
+    """End the call with `failure` by setting its status; grpc drops the (None) response."""
+    context.set_code(failure[0])
+    context.set_details(failure[1])
 
 
 def unary(
@@ -63,9 +79,9 @@ def unary(
                 return await fn(self, request, context)
             except (grpc.aio.AbortError, GeneratorExit):
                 raise
-            except Exception as exc:
-                await _abort(context, exc, fn.__name__)
-                raise AssertionError("unreachable: abort raises") from exc
+            except Exception as exc:  # noqa: BLE001 - the one place errors become statuses
+                failure = _failure(exc, fn.__name__)
+            return _refuse(context, failure)  # type: ignore[no-any-return]
 
     return wrapper
 
@@ -83,10 +99,12 @@ def server_stream(
             try:
                 async for item in fn(self, request, context):
                     yield item
+                return
             except (grpc.aio.AbortError, GeneratorExit):
                 raise
             except Exception as exc:  # noqa: BLE001 - the one place errors become statuses
-                await _abort(context, exc, fn.__name__)
+                failure = _failure(exc, fn.__name__)
+            _refuse(context, failure)
 
     return wrapper
 
@@ -100,13 +118,22 @@ def client_stream(
     async def wrapper(
         self: Any, requests: AsyncIterator[Req], context: grpc.aio.ServicerContext[Any, Any]
     ) -> Resp:
+        # grpc's request iterator hands out one async generator (`aiter` returns the same one the
+        # handler iterates). Why close it: a handler that stops reading early (a refused manifest)
+        # leaves it suspended holding the last message, in a cycle with its receiver that
+        # Python's collector does not free (tests/common/test_grpc_util.py).
+        messages = aiter(requests)
         with structlog.contextvars.bound_contextvars(rpc=fn.__name__, request_id=uuid.uuid4().hex[:12]):
             try:
                 return await fn(self, requests, context)
             except (grpc.aio.AbortError, GeneratorExit):
                 raise
-            except Exception as exc:
-                await _abort(context, exc, fn.__name__)
-                raise AssertionError("unreachable: abort raises") from exc
+            except Exception as exc:  # noqa: BLE001 - the one place errors become statuses
+                failure = _failure(exc, fn.__name__)
+            finally:
+                aclose = getattr(messages, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            return _refuse(context, failure)  # type: ignore[no-any-return]
 
     return wrapper

@@ -74,8 +74,10 @@ class Ticket:
 class EngineWorker:
     """Runs generations one at a time from a bounded queue, plus unbounded control tasks."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, on_idle: Callable[[], object] | None = None) -> None:
+        """`on_idle` runs on the worker thread whenever it has just run something and nothing waits."""
         self.capacity = capacity
+        self._on_idle = on_idle
         self._jobs: deque[Ticket] = deque()
         self._control: deque[tuple[Callable[[], Any], Future[Any], contextvars.Context]] = deque()
         self._cv = threading.Condition()
@@ -159,12 +161,18 @@ class EngineWorker:
         self._thread.join(timeout)
 
     def _loop(self) -> None:
+        busy = False
         while True:
+            with self._cv:
+                idle = not (self._jobs or self._control or self._stopping)
+            if idle and busy and self._on_idle is not None:
+                self._on_idle()  # outside the lock: submit() must not wait for it
+            busy = True
             with self._cv:
                 while not (self._jobs or self._control or self._stopping):
                     self._cv.wait()
                 if self._control:
-                    fn, fut, ctx = self._control.popleft()
+                    control = self._control.popleft()
                     ticket = None
                 elif self._jobs:
                     ticket = self._jobs.popleft()
@@ -172,27 +180,33 @@ class EngineWorker:
                 else:
                     break  # stopping and drained
             if ticket is None:
-                if fut.set_running_or_notify_cancel():
-                    try:
-                        fut.set_result(ctx.run(fn))
-                    except BaseException as exc:  # noqa: BLE001 - handed to the caller's future
-                        fut.set_exception(exc)
-                continue
-            try:
-                if ticket.cancelled.is_set():
-                    continue
-                ticket.context.run(ticket.run, ticket)
-            except BaseException as exc:  # noqa: BLE001 - handed to the RPC, which maps it
-                ticket.emit(exc)
-            finally:
-                # Forget the id before closing the stream: a client that saw its stream end and
-                # then sent Cancel for it got cancelled=True (test_cancel flaked under load).
-                with self._cv:
-                    self.active = None
-                    if self._tickets.get(ticket.request_id) is ticket:
-                        del self._tickets[ticket.request_id]
-                ticket.emit(_Closed())
+                self._run_control(*control)
+            else:
+                self._run_job(ticket)
         # Drain whatever control tasks raced the stop.
         while self._control:
             _, fut, _ = self._control.popleft()
             fut.set_exception(Unavailable("the daemon is shutting down"))
+
+    @staticmethod
+    def _run_control(fn: Callable[[], Any], fut: Future[Any], ctx: contextvars.Context) -> None:
+        if fut.set_running_or_notify_cancel():
+            try:
+                fut.set_result(ctx.run(fn))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's future
+                fut.set_exception(exc)
+
+    def _run_job(self, ticket: Ticket) -> None:
+        try:
+            if not ticket.cancelled.is_set():
+                ticket.context.run(ticket.run, ticket)
+        except BaseException as exc:  # noqa: BLE001 - handed to the RPC, which maps it
+            ticket.emit(exc)
+        finally:
+            # Forget the id before closing the stream: a client that saw its stream end and
+            # then sent Cancel for it got cancelled=True (test_cancel flaked under load).
+            with self._cv:
+                self.active = None
+                if self._tickets.get(ticket.request_id) is ticket:
+                    del self._tickets[ticket.request_id]
+            ticket.emit(_Closed())

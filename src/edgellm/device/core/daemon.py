@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
+from edgellm.common.allocator import release_free_memory
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.push_wire import PushMessage
@@ -52,7 +53,7 @@ class DaemonCore:
 
     def __init__(self, config: DaemonConfig, engine_factory: EngineFactory = MnnEngine) -> None:
         self.started = time.time()
-        self.worker = EngineWorker(config.queue_size)
+        self.worker = EngineWorker(config.queue_size, on_idle=release_free_memory)
         root = config.data_dir / "store"
         quota, reserve = default_limits(root, config.store_quota_bytes, config.disk_reserve_bytes)
         self.store = ArtifactStore(root, quota_bytes=quota, disk_reserve_bytes=reserve)
