@@ -138,6 +138,12 @@ def start_daemon(
         # loaded host (seen 2026-12-03). Speculation is no ARM-specific path; x86 tests cover it.
         "--draft-max",
         "0",
+        # Why off: the sd8gen3 fixture tree is static, so the thermal governor never sees its
+        # throttling cool anything and paced decode down to a 0.05 duty cycle — 20x the emulated
+        # generation time (seen 2026-12-03).
+        # The governor is pure arithmetic with no ARM-specific path; the virtual-phone tests cover it.
+        "--governor",
+        "off",
         *extra,
     ]
     log = log_path.open("wb")
@@ -182,5 +188,7 @@ def second_artifact() -> Path:
     path = Path(env) if env else REPO / ".cache" / "artifacts" / "gptq-b64"
     if not (path / "manifest.json").is_file():
         cmd = [sys.executable, "-m", "edgellm.cli", "quantize", *GPTQ_B64, "-o", str(path)]
-        subprocess.run(cmd, check=True)
+        # Why one OpenMP thread: torch's GPTQ Hessian work with 2 threads on a 2-core machine that
+        # also runs the emulated daemon oversubscribes it (55+ minutes seen); one thread takes ~3.
+        subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     return path
