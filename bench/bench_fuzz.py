@@ -45,7 +45,25 @@ def at_baseline(daemon: DaemonProcess) -> int:
     stub = device_pb2_grpc.DeviceDaemonStub(daemon.channel())
     stub.UnloadModel(device_pb2.UnloadModelRequest(), timeout=120)
     stub.LoadModel(device_pb2.LoadModelRequest(model=MODEL_ID[0]), timeout=300)
-    return daemon.rss()
+    return settled_rss(daemon)
+
+
+def settled_rss(daemon: DaemonProcess, timeout_s: float = 15.0) -> int:
+    """RSS once two readings 0.5 s apart agree within 1 MiB (or after TIMEOUT_S, the last one).
+
+    Why: the daemon returns free heap pages to the kernel when its engine goes idle, just after
+    LoadModel answers (allocator.release_free_memory); a reading taken at once raced that trim
+    and was 5-33 MiB high, differently at every point of the curve (measured 2026-12-04).
+    """
+    deadline = time.monotonic() + timeout_s
+    last = daemon.rss()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = daemon.rss()
+        if abs(now - last) < 1 << 20:
+            return now
+        last = now
+    return last
 
 
 def main() -> int:

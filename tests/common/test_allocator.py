@@ -55,3 +55,42 @@ def test_release_gives_back_freed_buffers_the_trim_threshold_keeps() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     before, after = map(float, out.stdout.splitlines()[-1].split())  # after the log lines
     assert before - after > 150, (before, after)  # ~200 MiB freed but resident until released
+
+
+ARENAS = r"""
+import ctypes, re, threading
+from edgellm.common.allocator import ARENA_MAX, tune_for_streaming
+
+assert tune_for_streaming()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+gate = threading.Barrier(8)
+
+def work():
+    gate.wait()  # all eight allocate at once, so glibc would hand out new arenas
+    ptrs = [libc.malloc(64 << 10) for _ in range(64)]
+    gate.wait()
+    for p in ptrs:
+        libc.free(p)
+
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+buf, size = ctypes.c_char_p(), ctypes.c_size_t()
+libc.open_memstream.restype = ctypes.c_void_p
+stream = libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+libc.malloc_info(0, ctypes.c_void_p(stream))
+libc.fclose(ctypes.c_void_p(stream))
+print(ARENA_MAX, len(re.findall(rb"<heap nr=", buf.value)))
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="arenas are glibc's")
+def test_threads_share_at_most_arena_max_arenas() -> None:
+    """Eight threads allocating at once get no more than ARENA_MAX heaps (glibc's default: 8 per core)."""
+    out = subprocess.run([sys.executable, "-c", ARENAS], capture_output=True, text=True, check=True)
+    arena_max, heaps = map(int, out.stdout.splitlines()[-1].split())
+    assert 1 <= heaps <= arena_max, heaps
