@@ -37,7 +37,7 @@ DEVICE_UNIT_TESTS = (
     "tests/telemetry/test_readers.py",
     "tests/governor/test_actuators.py",
     "tests/store/test_store.py",
-    "tests/push/test_allocator.py",
+    "tests/common/test_allocator.py",
     "tests/push/test_wire.py",
 )
 REPORT = CACHE / "last-run.json"

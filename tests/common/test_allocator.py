@@ -3,6 +3,7 @@ buffers stuck between live allocations go back to the kernel on release."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -10,6 +11,9 @@ import sys
 import pytest
 
 from edgellm.common import allocator
+
+# Why: under qemu-user (make test-arm) a process cannot exec another ARM binary (docs/arm.md).
+needs_exec = pytest.mark.skipif("EDGELLM_EMULATED" in os.environ, reason="emulated: cannot exec itself")
 
 
 def test_applies_on_glibc_and_is_idempotent() -> None:
@@ -50,6 +54,7 @@ print(before, rss_mib())
 """
 
 
+@needs_exec
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_release_gives_back_freed_buffers_the_trim_threshold_keeps() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
@@ -88,6 +93,7 @@ print(ARENA_MAX, len(re.findall(rb"<heap nr=", buf.value)))
 """
 
 
+@needs_exec
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="arenas are glibc's")
 def test_threads_share_at_most_arena_max_arenas() -> None:
     """Eight threads allocating at once get no more than ARENA_MAX heaps (glibc's default: 8 per core)."""
