@@ -3,7 +3,6 @@ buffers stuck between live allocations go back to the kernel on release."""
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import sys
@@ -11,9 +10,7 @@ import sys
 import pytest
 
 from edgellm.common import allocator
-
-# Why: under qemu-user (make test-arm) a process cannot exec another ARM binary (docs/arm.md).
-needs_exec = pytest.mark.skipif("EDGELLM_EMULATED" in os.environ, reason="emulated: cannot exec itself")
+from tests.emulation import needs_exec
 
 
 def test_applies_on_glibc_and_is_idempotent() -> None:

@@ -8,7 +8,6 @@ oldest grpcio pyproject allows.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from edgellm.common.allocator import tune_for_streaming
 from edgellm.device.telemetry.battery import BatteryReader
 from edgellm.device.telemetry.source import TelemetrySource
+from tests.emulation import needs_exec
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src" / "edgellm"
@@ -58,10 +58,7 @@ def test_device_code_under_termuxs_platform_values(monkeypatch: pytest.MonkeyPat
     assert BatteryReader(command=(str(tmp_path / "termux-battery-status"),)).available is False
 
 
-@pytest.mark.skipif(
-    "EDGELLM_EMULATED" in os.environ,
-    reason="emulated: the environment holds no host-side package at all, and cannot exec itself",
-)
+@needs_exec  # emulated, the environment also holds no host-side package to compare against
 def test_the_daemon_command_imports_nothing_of_the_host_side() -> None:
     """`edgellm daemon` must start with the phone's packages: grpcio, protobuf, numpy, MNN, structlog."""
     code = (

@@ -104,9 +104,9 @@ async def test_metrics_are_prometheus_text_with_device_gauges_and_growing_token_
         "edgellm_gateway_requests_total",
     ):
         assert sum(v for _, v in after[counter]) > sum(v for _, v in before[counter]), counter
-    # Why a wait: device gauges come from the gateway's telemetry sample, refreshed every period;
-    # a sample taken while the second request had just reset the cache reads 0 (seen once in a
-    # fresh-clone `make test`).
+    # Why a wait: device gauges come from the gateway's telemetry sample, refreshed every period,
+    # so the first scrape can show a sample from before the request ended; it read 0 once in a
+    # fresh-clone `make test` (cause not pinned down further).
     deadline = time.monotonic() + 10
     while after["llamacpp:kv_cache_tokens"][0][1] == 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
