@@ -1,5 +1,6 @@
-"""Speculative decoding, side by side in one run: edgellm plain vs speculative, and llama.cpp plain vs
-its prompt-lookup decoding, on the grounded and open prompt sets (tune and held-out rows apart).
+"""Speculative decoding, side by side in one run: edgellm plain vs `auto` (greedy token-identical)
+vs `fast` (greedy on batched logits), and llama.cpp plain vs its prompt-lookup decoding, on the
+grounded and open prompt sets (tune and held-out rows apart).
 
 edgellm runs in this process through `run_generation` (the daemon's own loop: template, sampler,
 drafting, UTF-8; gRPC adds nothing measurable, bench/bench_daemon.py). llama.cpp runs in a child
@@ -26,7 +27,7 @@ from edgellm.device.decoding import CALIBRATION_TEXT, Speculation, measure_forwa
 from edgellm.device.drafting import ForwardCosts
 from edgellm.device.engine.config import EngineConfig
 from edgellm.device.engine.mnn import MnnEngine
-from edgellm.device.generation import Delta, Event, GenerationJob, run_generation
+from edgellm.device.generation import Delta, Event, GenerationJob, render_prompt, run_generation
 from edgellm.device.kv_cache import KvCache
 from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.sampler import SamplingConfig
@@ -64,8 +65,27 @@ def edgellm_run(
     }
 
 
+def divergence(engine: MnnEngine, prompt: str, plain: list[int], other: list[int]) -> dict[str, Any] | None:
+    """Where `other` first leaves greedy `plain`, and by how much plain decoding preferred its token.
+
+    Re-runs plain decoding's own path (prefill, then one-token decodes of plain's tokens) up to
+    the first difference and reads logit(plain's token) - logit(other's token) there: a gap inside
+    the batched-vs-one-token spread (docs/engine.md) is a near-tie that numerics decided.
+    """
+    at = next((i for i, (a, b) in enumerate(zip(plain, other, strict=False)) if a != b), None)
+    if at is None:
+        return None
+    job = GenerationJob("bench", None, (("user", prompt),), 1, SamplingConfig())
+    engine.reset()
+    logits = engine.prefill(render_prompt(engine, job))
+    for token in plain[:at]:
+        logits = engine.decode(token)
+    engine.reset()
+    return {"at": at, "gap": float(logits[plain[at]] - logits[other[at]])}
+
+
 def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dict[str, Any]]:
-    """Every prompt of both sets, plain and speculative alternating, per temperature."""
+    """Every prompt of both sets, plain, auto and fast alternating, per temperature."""
     engine = MnnEngine(
         open_artifact(args.artifact), EngineConfig(threads=args.threads, draft_max=args.draft_max)
     )
@@ -86,6 +106,7 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
                 seed = 1000 + i
                 plain = edgellm_run(cache, p["prompt"], Speculation.OFF, t, args.max_new, seed)
                 spec = edgellm_run(cache, p["prompt"], Speculation.AUTO, t, args.max_new, seed)
+                fast = edgellm_run(cache, p["prompt"], Speculation.FAST, t, args.max_new, seed)
                 row = {
                     "set": name,
                     "split": p["split"],
@@ -99,6 +120,13 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
                     "repaired": spec["repaired"],
                     "tokens": len(plain["tokens"]),
                     "identical": plain["tokens"] == spec["tokens"],
+                    "fast_tps": fast["tps"],
+                    "fast_drafted": fast["drafted"],
+                    "fast_accepted": fast["accepted"],
+                    "fast_identical": plain["tokens"] == fast["tokens"],
+                    "fast_divergence": (
+                        divergence(engine, p["prompt"], plain["tokens"], fast["tokens"]) if t == 0 else None
+                    ),
                 }
                 rows.append(row)
                 print(
@@ -132,41 +160,56 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def select(rows: list[dict[str, Any]], name: str, split: str, t: float) -> list[dict[str, Any]]:
+    """The rows of one set, split ("all" = both) and temperature."""
+    return [r for r in rows if r["set"] == name and r["temperature"] == t and split in (r["split"], "all")]
+
+
 def summarise(edge: list[dict[str, Any]], llama: list[dict[str, Any]], temperatures: list[float]) -> str:
-    """Markdown: medians per set, split and temperature."""
+    """Markdown: medians per set, split and temperature (ratios are of the medians)."""
     lines = [
-        "| set | split | T | n | edgellm plain | edgellm spec | spec/plain | llama.cpp plain "
-        "| llama.cpp lookup | spec/llama best | acceptance | repaired | greedy identical |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| set | split | T | n | edgellm plain | auto | fast | auto/plain | fast/plain | llama.cpp plain "
+        "| llama.cpp lookup | fast/llama best | auto acceptance | fast acceptance | repaired "
+        "| identical auto / fast / llama lookup |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in SETS:
         for split in ("tune", "heldout", "all"):
             for t in temperatures:
-                e = [
-                    r
-                    for r in edge
-                    if r["set"] == name and r["temperature"] == t and split in (r["split"], "all")
-                ]
-                ll = [
-                    r
-                    for r in llama
-                    if r["set"] == name and r["temperature"] == t and split in (r["split"], "all")
-                ]
+                e, ll = select(edge, name, split, t), select(llama, name, split, t)
                 if not e:
                     continue
                 plain, spec = median([r["plain_tps"] for r in e]), median([r["spec_tps"] for r in e])
+                fast = median([r.get("fast_tps", float("nan")) for r in e])
                 lp = median([r["plain_tps"] for r in ll]) if ll else float("nan")
                 lk = median([r["lookup_tps"] for r in ll]) if ll else float("nan")
                 best = max(lp, lk) if ll else float("nan")
                 drafted = sum(r["drafted"] for r in e)
                 acc = sum(r["accepted"] for r in e) / drafted if drafted else 0.0
+                fast_drafted = sum(r.get("fast_drafted", 0) for r in e)
+                fast_acc = sum(r.get("fast_accepted", 0) for r in e) / fast_drafted if fast_drafted else 0.0
                 repaired = sum(r.get("repaired", 0) for r in e)
-                same = sum(r["identical"] for r in e) if t == 0 else None
+                same = ""
+                if t == 0:
+                    lookup_same = ll and "identical" in ll[0]
+                    look = f"{sum(r['identical'] for r in ll)}/{len(ll)}" if lookup_same else "–"
+                    same = (
+                        f"{sum(r['identical'] for r in e)}/{len(e)} / "
+                        f"{sum(r.get('fast_identical', False) for r in e)}/{len(e)} / {look}"
+                    )
                 lines.append(
-                    f"| {name} | {split} | {t:g} | {len(e)} | {plain:.1f} | {spec:.1f} | {spec / plain:.2f}× "
-                    f"| {lp:.1f} | {lk:.1f} | {spec / best:.2f}× | {acc:.0%} of {drafted} | {repaired} "
-                    f"| {'' if same is None else f'{same}/{len(e)}'} |"
+                    f"| {name} | {split} | {t:g} | {len(e)} | {plain:.1f} | {spec:.1f} | {fast:.1f} "
+                    f"| {spec / plain:.2f}× | {fast / plain:.2f}× | {lp:.1f} | {lk:.1f} | {fast / best:.2f}× "
+                    f"| {acc:.0%} of {drafted} | {fast_acc:.0%} of {fast_drafted} | {repaired} | {same} |"
                 )
+    gaps = [r["fast_divergence"] for r in edge if r.get("fast_divergence")]
+    if gaps:
+        worst = max(abs(g["gap"]) for g in gaps)
+        lines.append(
+            f"\nfast vs plain, greedy: {len(gaps)} answers differ; at the first difference plain "
+            f"decoding preferred its own token by at most {worst:.2f} logits "
+            f"(median {median([abs(g['gap']) for g in gaps]):.2f}; positions {sorted(g['at'] for g in gaps)})"
+        )
     return "\n".join(lines)
 
 

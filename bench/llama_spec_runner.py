@@ -3,7 +3,8 @@
 Runs in the llama-cpp-python venv (it imports nothing from edgellm). llama-cpp-python's native
 build segfaults on these VMs, so the venv is built with explicit AVX-512 flags (docs/benchmarks.md).
 Prints one JSON line per prompt and temperature: decode tok/s plain and with
-`LlamaPromptLookupDecoding` (its default max n-gram 2, 10 predicted tokens).
+`LlamaPromptLookupDecoding` (its default max n-gram 2, 10 predicted tokens), and whether the two
+answers are the same text.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def find_gguf() -> Path:
     raise SystemExit(f"{GGUF} not found under {root}")
 
 
-def run(llm: Llama, prompt: str, temperature: float, max_new: int, seed: int) -> tuple[float, int]:
-    """(decode tok/s, tokens) of one streamed chat completion."""
+def run(llm: Llama, prompt: str, temperature: float, max_new: int, seed: int) -> tuple[float, int, str]:
+    """(decode tok/s, tokens, text) of one streamed chat completion."""
     llm.reset()  # why: no prompt-cache reuse between runs (edgellm's anonymous requests re-prefill too)
     stream = llm.create_chat_completion(
         messages=[{"role": "user", "content": prompt}],
@@ -51,7 +52,7 @@ def run(llm: Llama, prompt: str, temperature: float, max_new: int, seed: int) ->
             last = now
             text += delta
     tokens = len(llm.tokenize(text.encode(), add_bos=False, special=False))
-    return ((tokens - 1) / (last - first) if tokens > 1 and last > first else 0.0), tokens
+    return ((tokens - 1) / (last - first) if tokens > 1 and last > first else 0.0), tokens, text
 
 
 def main() -> None:
@@ -75,8 +76,8 @@ def main() -> None:
         for i, p in enumerate(rows):
             for t in temperatures:
                 seed = 1000 + i
-                tps, n = run(plain, p["prompt"], t, args.max_new, seed)
-                ktps, kn = run(lookup, p["prompt"], t, args.max_new, seed)
+                tps, n, text = run(plain, p["prompt"], t, args.max_new, seed)
+                ktps, kn, ktext = run(lookup, p["prompt"], t, args.max_new, seed)
                 row = {
                     "set": name,
                     "split": p["split"],
@@ -86,6 +87,8 @@ def main() -> None:
                     "lookup_tps": ktps,
                     "tokens": n,
                     "lookup_tokens": kn,
+                    # greedy: does llama.cpp's own prompt lookup answer exactly as its plain decode?
+                    "identical": text == ktext,
                 }
                 print(json.dumps(row), flush=True)
 

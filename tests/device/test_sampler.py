@@ -52,6 +52,43 @@ def test_top_p_and_min_p_cut_the_tail() -> None:
         assert {s.sample(x) for _ in range(200)} == {4, 9}
 
 
+def _full_sort_reference(x: np.ndarray, cfg: SamplingConfig) -> tuple[list[int], np.ndarray]:
+    """Top-p/min-p the textbook way: stable-sort the whole vocabulary, cut the cumulative mass."""
+    z = (x / np.float32(cfg.temperature)).astype(np.float64)  # the sampler scales in float32
+    idx = np.argsort(-z, kind="stable")
+    p = np.exp(z[idx] - z[idx[0]])
+    p /= p.sum()
+    keep = p.size
+    if 0.0 < cfg.top_p < 1.0:
+        keep = min(keep, int(np.searchsorted(np.cumsum(p), cfg.top_p) + 1))
+    if cfg.min_p > 0.0:
+        keep = min(keep, int(np.count_nonzero(p >= cfg.min_p * p[0])))
+    return idx[:keep].tolist(), p[:keep] / p[:keep].sum()
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SamplingConfig(temperature=0.2, top_p=0.5),  # the CLI's defaults
+        SamplingConfig(temperature=0.8, top_p=0.95),
+        SamplingConfig(temperature=1.5, top_p=0.999),  # a nucleus of thousands: the head grows
+        SamplingConfig(temperature=1.0, min_p=0.05),
+        SamplingConfig(temperature=1.0, top_p=0.9, min_p=0.2),
+    ],
+)
+def test_top_p_and_min_p_keep_what_a_full_sort_keeps(cfg: SamplingConfig) -> None:
+    """The partial-sort cut (only the head of the vocabulary is ordered) is the full sort's, ties included."""
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        x = (rng.normal(size=49_152) * 3).astype(np.float32)
+        if trial % 2:
+            x = np.round(x, 1)  # many exact ties, also across the head's edge
+        ids, p = Sampler(cfg)._distribution(x)
+        want_ids, want_p = _full_sort_reference(x, cfg)
+        assert ids.tolist() == want_ids
+        np.testing.assert_allclose(p, want_p, rtol=1e-9, atol=1e-15)
+
+
 def test_repetition_penalty_and_logit_bias() -> None:
     x = np.zeros(V, dtype=np.float32)
     x[3], x[5] = 2.0, 1.9

@@ -80,6 +80,30 @@ def test_greedy_output_is_the_same_with_and_without_speculation(fake_engine: Fak
     assert plain_done.stats.draft_tokens == 0
 
 
+LONG_REPLY = REPLY * 4  # greedy drafts start after CONFIDENT_RUN confident tokens
+
+
+def tie_engine(tmp_path: Path, ties: set[int], cls: type[FakeEngine] = FakeEngine) -> FakeEngine:
+    """A fake engine replying LONG_REPLY whose batched rows flip the near-ties at these steps."""
+    engine = cls(
+        open_artifact(write_fake_artifact(tmp_path)),
+        EngineConfig(draft_max=8),
+        reply=LONG_REPLY,
+        near_ties=frozenset(ties),
+    )
+    engine.load()
+    return engine
+
+
+def session_turn(engine: FakeEngine, spec: Speculation) -> KvCache:
+    """One 40-token turn of session "s" asking to repeat LONG_REPLY; the cache it leaves."""
+    cache = KvCache(engine, WindowPolicy(), costs=COSTS)
+    messages = (("user", "Repeat:" + LONG_REPLY),)
+    turn = GenerationJob("t", None, messages, 40, SamplingConfig(), session_id="s", speculation=spec)
+    run_generation(cache, turn, lambda _: None, threading.Event())
+    return cache
+
+
 class _UngatedFake(FakeEngine):
     """Claims exact batches while its near-ties still flip: speculation without the gate."""
 
@@ -93,16 +117,8 @@ def test_near_ties_that_batching_flips_are_recomputed_one_at_a_time(tmp_path: Pa
     """MNN's batched logits differ slightly from one-token decodes (emulated: the runner-up wins at a
     near-tie once a verified token is cached). Gated, greedy speculation stays token-identical by
     re-decoding the verified tail where a choice is too close to call; ungated, it drifts."""
-    cls = FakeEngine if gated else _UngatedFake
-    reply = REPLY * 4  # greedy drafts start after CONFIDENT_RUN confident tokens
-    engine = cls(
-        open_artifact(write_fake_artifact(tmp_path)),
-        EngineConfig(draft_max=8),
-        reply=reply,
-        near_ties=frozenset({30, 38}),
-    )
-    engine.load()
-    prompt = "Repeat:" + reply
+    engine = tie_engine(tmp_path, {30, 38}, FakeEngine if gated else _UngatedFake)
+    prompt = "Repeat:" + LONG_REPLY
     plain, _ = generate(engine, prompt, Speculation.OFF, n=50)
     spec, done = generate(engine, prompt, Speculation.AUTO, n=50)
     assert done.stats.accepted_draft_tokens > 0
@@ -113,22 +129,39 @@ def test_near_ties_that_batching_flips_are_recomputed_one_at_a_time(tmp_path: Pa
         assert spec != plain
 
 
+def test_fast_drafts_greedy_requests_at_once_and_never_re_decodes(tmp_path: Path) -> None:
+    """FAST takes greedy choices on the batched logits: no confident run to wait for, no repair,
+    and so a near-tie that batching flips changes the answer (the price named in the proto)."""
+    engine = tie_engine(tmp_path, {30, 38})
+    prompt = "Repeat:" + LONG_REPLY
+    plain, _ = generate(engine, prompt, Speculation.OFF, n=50)
+    auto, auto_done = generate(engine, prompt, Speculation.AUTO, n=50)
+    fast, fast_done = generate(engine, prompt, Speculation.FAST, n=50)
+    assert auto == plain and auto_done.stats.repaired_tokens > 0
+    assert fast != plain and fast_done.stats.repaired_tokens == 0
+    assert fast_done.stats.accepted_draft_tokens > auto_done.stats.accepted_draft_tokens
+
+
+def test_fast_is_token_identical_where_batched_logits_are_exact(fake_engine: FakeEngine) -> None:
+    prompt = "Repeat:" + REPLY
+    plain, _ = generate(fake_engine, prompt, Speculation.OFF)
+    fast, done = generate(fake_engine, prompt, Speculation.FAST)
+    assert fast == plain and done.stats.accepted_draft_tokens > 0
+
+
+def test_a_fast_session_turn_reuses_an_inexact_cache_without_repairing_it(tmp_path: Path) -> None:
+    engine = tie_engine(tmp_path, {90})  # a near-tie beyond the turn makes the engine's batches inexact
+    cache = session_turn(engine, Speculation.FAST)
+    assert not cache.exact
+    history = list(engine.history)
+    assert cache.begin("s", [*history, 5], FeedStats(), exact=False) == [5]
+    assert not cache.exact and cache.repaired == 0 and engine.history == history
+
+
 def test_a_session_turn_after_a_speculative_turn_starts_from_plain_decodings_cache(tmp_path: Path) -> None:
     """The next turn of a session reuses the cache; tokens a verify left there are re-decoded first."""
-    reply = REPLY * 4
-    engine = FakeEngine(
-        open_artifact(write_fake_artifact(tmp_path)),
-        EngineConfig(draft_max=8),
-        reply=reply,
-        near_ties=frozenset({60}),
-    )
-    engine.load()
-    cache = KvCache(engine, WindowPolicy(), costs=COSTS)
-    messages = (("user", "Repeat:" + reply),)
-    first = GenerationJob(
-        "t", None, messages, 40, SamplingConfig(), session_id="s", speculation=Speculation.AUTO
-    )
-    run_generation(cache, first, lambda _: None, threading.Event())
+    engine = tie_engine(tmp_path, {60})
+    cache = session_turn(engine, Speculation.AUTO)
     assert not cache.exact
     cache.begin("s", [*engine.history, 5], FeedStats())
     assert cache.exact and cache.repaired > 0
@@ -185,6 +218,8 @@ def test_sampled_generation_matches_plain_in_distribution(fake_engine: FakeEngin
         (device_pb2.SPECULATION_UNSPECIFIED, Speculation.AUTO),
         (device_pb2.SPECULATION_OFF, Speculation.OFF),
         (device_pb2.SPECULATION_AUTO, Speculation.AUTO),
+        (device_pb2.SPECULATION_FAST, Speculation.FAST),
+        (99, Speculation.AUTO),  # a value from a newer client
     ],
 )
 def test_speculation_is_on_unless_asked_off_on_the_wire(wire: int, expected: Speculation) -> None:

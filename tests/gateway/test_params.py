@@ -10,6 +10,7 @@ import pytest
 from edgellm.client.sampling import RECOMMENDED
 from edgellm.gateway.errors import ApiError
 from edgellm.gateway.params import parse
+from edgellm.v1 import device_pb2
 from tests.gateway.conftest import StartDaemon, StartGateway, sdk
 
 CAP = 512
@@ -23,6 +24,7 @@ def test_every_listed_chat_parameter_reaches_the_request() -> None:
         "presence_penalty": 0.5, "frequency_penalty": -0.25, "logit_bias": {"42": -100, "7": 3.5},
         "stream": True, "stream_options": {"include_usage": True}, "user": "alice",
         "top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1, "n": 1, "logprobs": False,
+        "speculation": "fast",
     }  # fmt: skip
     parsed = parse("chat", body, CAP)
     r = parsed.request
@@ -35,6 +37,19 @@ def test_every_listed_chat_parameter_reaches_the_request() -> None:
     assert s.top_k == 20 and s.min_p == pytest.approx(0.05) and s.repetition_penalty == pytest.approx(1.1)
     assert parsed.stream and parsed.include_usage and parsed.user == "alice"
     assert not r.HasField("constraint")
+    assert r.speculation == device_pb2.SPECULATION_FAST
+
+
+def test_speculation_defaults_to_auto_and_refuses_an_unknown_mode() -> None:
+    msgs = [{"role": "user", "content": "x"}]
+    assert parse("chat", {"messages": msgs}, CAP).request.speculation == device_pb2.SPECULATION_AUTO
+    assert parse("completion", {"prompt": "x", "speculation": "off"}, CAP).request.speculation == (
+        device_pb2.SPECULATION_OFF
+    )
+    with pytest.raises(ApiError) as caught:
+        parse("chat", {"messages": msgs, "speculation": "always"}, CAP)
+    assert caught.value.status == 400 and caught.value.param == "speculation"
+    assert "auto, off, fast" in str(caught.value)
 
 
 def test_defaults_are_the_bundled_models_not_openais() -> None:

@@ -117,7 +117,11 @@ class DaemonClient:
         return self.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0)
 
 
-SPECULATION = {"auto": device_pb2.SPECULATION_AUTO, "off": device_pb2.SPECULATION_OFF}
+SPECULATION = {
+    "auto": device_pb2.SPECULATION_AUTO,
+    "off": device_pb2.SPECULATION_OFF,
+    "fast": device_pb2.SPECULATION_FAST,
+}
 
 
 def build_request(
@@ -131,7 +135,7 @@ def build_request(
     speculation: str = "auto",
     **sampling: float,
 ) -> device_pb2.GenerateRequest:
-    """Build a GenerateRequest from plain Python values (`speculation`: auto or off)."""
+    """Build a GenerateRequest from plain Python values (`speculation`: auto, off or fast)."""
     params = device_pb2.SamplingParams(temperature=temperature, **sampling)  # type: ignore[arg-type]
     if seed is not None:
         params.seed = seed

@@ -44,8 +44,13 @@ class FinishReason(StrEnum):
 class Speculation(StrEnum):
     """Per-request speculative decoding."""
 
-    AUTO = "auto"  # draft where the policy expects it to pay
+    AUTO = "auto"  # draft where the policy expects it to pay; greedy output token-identical to OFF
     OFF = "off"
+    # Draft where it pays and take greedy choices on the verify's own batched logits: on an engine
+    # whose multi-token forward differs from its one-token decode (MNN W4A8, docs/engine.md) a
+    # near-tie can resolve the other way, so greedy output may differ from OFF's; sampled output
+    # keeps its distribution as with AUTO.
+    FAST = "fast"
 
 
 @dataclass
@@ -73,6 +78,7 @@ class TokenLoop:
         policy: DraftPolicy | None = None,
         drafter: NgramDrafter | None = None,
         guide: TokenGuide | None = None,
+        exact: bool = True,
     ) -> None:
         if guide is not None and (policy is not None or drafter is not None):
             # A draft token is accepted against the model's logits, never the grammar's mask, so
@@ -81,7 +87,9 @@ class TokenLoop:
         self.cache, self.sampler, self.push, self.max_new, self.feed = cache, sampler, push, max_new, feed
         self.policy, self.drafter, self.guide = policy, drafter, guide
         self.stop_ids = cache.engine.stop_ids
-        self.tolerance = cache.engine.logit_tolerance
+        # None: choices are taken on whatever logits the engine gave (Speculation.FAST), with no
+        # check against plain decoding's; otherwise the lead a greedy choice on inexact logits needs.
+        self.tolerance: float | None = cache.engine.logit_tolerance if exact else None
         self.result = LoopResult()
         self._shadow: list[int] = []  # a draft not verified, checked against the plain tokens instead
         self._shadow_at = 0
@@ -151,7 +159,10 @@ class TokenLoop:
         rows = self.cache.verify([token, *draft])
         self.result.draft_tokens += k
         for i, proposed in enumerate(draft):
-            chosen = self.sampler.verify_within(rows[i], proposed, self.tolerance)
+            if self.tolerance is None:
+                chosen: int | None = self.sampler.verify(rows[i], proposed)
+            else:
+                chosen = self.sampler.verify_within(rows[i], proposed, self.tolerance)
             if chosen is not None and self.policy is not None:
                 self.policy.decided(True)
             if chosen is None:
@@ -180,7 +191,7 @@ class TokenLoop:
         the cache is re-decoded one token at a time (`KvCache.repair`) and the choice is made on
         the reference logits (docs/speculation.md, "Greedy identity").
         """
-        if self.guide is not None:  # a guided loop never verifies
+        if self.guide is not None or self.tolerance is None:  # never verifies, or FAST
             return self._sample(logits)
         watch = self.policy is not None and self.policy.confident_needed > 0
         if self.cache.exact and not watch:

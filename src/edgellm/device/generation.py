@@ -157,22 +157,22 @@ def run_generation(
 
     feed = FeedStats()
     prefill_at = time.perf_counter()
-    logits = cache.feed(cache.begin(job.session_id, ids, feed), feed)
+    exact = job.speculation != Speculation.FAST  # greedy output token-identical to plain decoding's
+    logits = cache.feed(cache.begin(job.session_id, ids, feed, exact), feed)
     policy, drafter = None, None
     # A constrained request never drafts: a prompt-lookup draft is verified against the model's
     # logits only, not the grammar, so an accepted draft token could leave the constraint. Masking
     # every verified row would fix that, but costs a mask per draft token for little gain on
     # short structured replies (docs/constrained.md).
-    if job.speculation == Speculation.AUTO and engine.draft_max > 0 and guide is None:
+    if job.speculation != Speculation.OFF and engine.draft_max > 0 and guide is None:
         # Drafts come from the whole conversation the prompt carries (earlier turns included).
-        # Greedy over inexact batches (MNN W4A8): draft only inside confident stretches, where a
-        # repair (docs/speculation.md, "Greedy identity") is unlikely to take the gain back.
-        confident = CONFIDENT_RUN if job.sampling.greedy and engine.logit_tolerance > 0 else 0
+        # Exact greedy over inexact batches (MNN W4A8): draft only inside confident stretches,
+        # where a repair (docs/speculation.md, "Greedy identity") is unlikely to take the gain back.
+        confident = CONFIDENT_RUN if exact and job.sampling.greedy and engine.logit_tolerance > 0 else 0
         policy = DraftPolicy(cache.costs, engine.draft_max, confident_needed=confident)
         drafter = NgramDrafter(ids)
-    result = TokenLoop(cache, sampler, out.push, max_new, feed, policy, drafter, guide).run(
-        logits, cancelled, between_tokens
-    )
+    loop = TokenLoop(cache, sampler, out.push, max_new, feed, policy, drafter, guide, exact=exact)
+    result = loop.run(logits, cancelled, between_tokens)
     out.close(result.reason)
     reason = result.reason
     if reason == FinishReason.LENGTH and result.generated < job.max_new_tokens:

@@ -55,15 +55,20 @@ class KvCache:
     repaired: int = 0  # tokens re-decoded one at a time by repair(), since this cache was made
 
     # -- request start ------------------------------------------------------------------------------
-    def begin(self, session_id: str, ids: Sequence[int], stats: FeedStats) -> list[int]:
-        """Prepare the cache for prompt `ids`; return the suffix still to be fed."""
+    def begin(self, session_id: str, ids: Sequence[int], stats: FeedStats, exact: bool = True) -> list[int]:
+        """Prepare the cache for prompt `ids`; return the suffix still to be fed.
+
+        `exact`: a reused session cache that a speculative turn left inexact is repaired first
+        (False for a turn that takes batched logits as they are, Speculation.FAST).
+        """
         engine = self.engine
         if session_id and session_id == self.owner and engine.history:
             common = _common_prefix(self.logical, ids)
             whole_cache_is_logical = len(engine.history) == len(self.logical)
             if common == len(self.logical) < len(ids):
                 stats.reused = common
-                self._make_exact()
+                if exact:
+                    self._make_exact()
                 return list(ids[common:])
             # At least one prompt token must run to produce logits for the first new token.
             common = min(common, len(ids) - 1)
@@ -73,7 +78,8 @@ class KvCache:
                 del self.logical[common:]
                 stats.reused = common
                 self.exact_len = min(self.exact_len, common)
-                self._make_exact()
+                if exact:
+                    self._make_exact()
                 return list(ids[common:])
         engine.reset()
         self.exact_len = 0

@@ -142,11 +142,14 @@ class Sampler:
             # 49,152 logits per token cost 6.35 ms, 40% of sampled decode (docs/benchmarks.md).
             p = np.exp(x.astype(np.float64) - float(x.max()))
             return np.arange(x.size), p / p.sum()
-        idx = np.argpartition(-x, k - 1)[:k] if k < x.size else np.arange(x.size)
-        idx = idx[np.argsort(-x[idx], kind="stable")]
-        z = x[idx].astype(np.float64)
-        p = np.exp(z - z[0])
-        p /= p.sum()
+        if k < x.size:
+            idx = np.argpartition(-x, k - 1)[:k]
+            idx = idx[np.argsort(-x[idx], kind="stable")]
+            z = x[idx].astype(np.float64)
+            p = np.exp(z - z[0])
+            p /= p.sum()
+        else:
+            idx, p = _head(x, cfg.top_p, cfg.min_p)
         keep = p.size
         if 0.0 < cfg.top_p < 1.0:
             keep = min(keep, int(np.searchsorted(np.cumsum(p), cfg.top_p) + 1))
@@ -173,6 +176,37 @@ class Sampler:
         for token, bias in cfg.logit_bias.items():
             x[token] += bias
         return x
+
+
+def _head(x: FloatArray, top_p: float, min_p: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The leading tokens in descending order (ties by id) that a top-p/min-p cut can keep, and
+    their probabilities over the whole vocabulary.
+
+    Why not sort everything: a stable sort of 49,152 logits costs ~6 ms per token, most of a
+    decode step, while the nucleus of a chat model is usually a few tokens. The head grows
+    (64, 256, ... tokens) until its mass reaches top_p; every token left out is strictly below
+    every token kept, so the order and the cut are those of a full sort.
+    """
+    z = x.astype(np.float64)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    if not 0.0 < top_p < 1.0:  # min-p alone: exactly the tokens it keeps
+        idx = _by_logit(x, np.flatnonzero(p >= min_p * p.max()))
+        return idx, p[idx]
+    size = 64
+    while size < x.size:
+        edge = np.partition(x, x.size - size)[x.size - size]  # the size-th largest logit
+        idx = _by_logit(x, np.flatnonzero(x >= edge))
+        if p[idx].sum() >= top_p:
+            return idx, p[idx]
+        size *= 4
+    idx = _by_logit(x, np.arange(x.size))
+    return idx, p[idx]
+
+
+def _by_logit(x: FloatArray, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """`idx` (ascending ids) ordered by descending logit, ties by id, as a stable full sort orders them."""
+    return idx[np.argsort(-x[idx], kind="stable")]
 
 
 def _sure_argmax(x: FloatArray, tolerance: float) -> int | None:

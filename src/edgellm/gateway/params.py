@@ -20,6 +20,8 @@ _COMMON = frozenset(
         "frequency_penalty", "logit_bias", "stream", "stream_options", "user",
         # llama-server's extensions, sent with the SDK's extra_body
         "top_k", "min_p", "repetition_penalty",
+        # edgellm's own, also by extra_body: "auto" | "off" | "fast" (docs/speculation.md)
+        "speculation",
     }
 )  # fmt: skip
 _CHAT = _COMMON | {"messages", "max_completion_tokens", "response_format"}
@@ -67,6 +69,7 @@ def parse(kind: Kind, body: Any, max_tokens_cap: int) -> Parsed:
     default_max = max_tokens_cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, max_tokens_cap)
     request.max_new_tokens = _max_tokens(body, default_max)
     request.stop.extend(_stop(body))
+    request.speculation = _speculation(body)
     messages: tuple[tuple[str, str], ...] = ()
     if kind == "chat":
         messages = _messages(body)
@@ -155,6 +158,20 @@ def _sampling(body: dict[str, Any]) -> device_pb2.SamplingParams:
     for token, bias in _logit_bias(body).items():
         p.logit_bias[token] = bias
     return p
+
+
+_SPECULATION = {
+    "auto": device_pb2.SPECULATION_AUTO,
+    "off": device_pb2.SPECULATION_OFF,
+    "fast": device_pb2.SPECULATION_FAST,
+}
+
+
+def _speculation(body: dict[str, Any]) -> device_pb2.Speculation.ValueType:
+    value = _opt(body, "speculation", str) or "auto"
+    if value not in _SPECULATION:
+        raise invalid(f"'speculation' must be one of {', '.join(_SPECULATION)}, got {value!r}", "speculation")
+    return _SPECULATION[value]
 
 
 def _logit_bias(body: dict[str, Any]) -> dict[int, float]:

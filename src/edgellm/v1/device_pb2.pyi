@@ -27,21 +27,31 @@ class _Speculation:
 class _SpeculationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Speculation.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     SPECULATION_UNSPECIFIED: _Speculation.ValueType  # 0
-    """same as AUTO (greedy output is identical either way, docs/speculation.md)"""
+    """same as AUTO"""
     SPECULATION_AUTO: _Speculation.ValueType  # 1
-    """draft where it pays, adapting the draft length"""
+    """draft where it pays; greedy output token-identical to OFF"""
     SPECULATION_OFF: _Speculation.ValueType  # 2
+    SPECULATION_FAST: _Speculation.ValueType  # 3
+    """Draft where it pays and take greedy choices on the verify's batched logits: faster on
+    grounded text, but where the engine's batched kernels differ from its one-token decode
+    (MNN W4A8) a near-tie may resolve the other way, so greedy output can differ from OFF's.
+    """
 
 class Speculation(_Speculation, metaclass=_SpeculationEnumTypeWrapper):
-    """Speculative decoding (drafts verified in one multi-token forward). Opt-in: MNN's batched verify
-    can flip near-tie tokens, so greedy output may differ from a plain decode (docs/speculation.md).
+    """Speculative decoding: prompt-lookup drafts verified in one multi-token forward
+    (docs/speculation.md). Sampled output keeps its distribution in every mode.
     """
 
 SPECULATION_UNSPECIFIED: Speculation.ValueType  # 0
-"""same as AUTO (greedy output is identical either way, docs/speculation.md)"""
+"""same as AUTO"""
 SPECULATION_AUTO: Speculation.ValueType  # 1
-"""draft where it pays, adapting the draft length"""
+"""draft where it pays; greedy output token-identical to OFF"""
 SPECULATION_OFF: Speculation.ValueType  # 2
+SPECULATION_FAST: Speculation.ValueType  # 3
+"""Draft where it pays and take greedy choices on the verify's batched logits: faster on
+grounded text, but where the engine's batched kernels differ from its one-token decode
+(MNN W4A8) a near-tie may resolve the other way, so greedy output can differ from OFF's.
+"""
 Global___Speculation: _TypeAlias = Speculation  # noqa: Y015
 
 class _FinishReason:

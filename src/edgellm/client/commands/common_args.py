@@ -87,11 +87,13 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument(
         "--speculation",
-        choices=("auto", "off"),
+        choices=("auto", "off", "fast"),
         default="auto",
         help=(
             "speculative decoding: auto (default) drafts from the prompt where it pays, with the "
-            "same greedy output and the same sampling distribution (docs/speculation.md); off never"
+            "same greedy output and the same sampling distribution (docs/speculation.md); off never; "
+            "fast drafts greedy requests freely too, faster on text that repeats the prompt, but a "
+            "near-tie may pick another token than off"
         ),
     )
 

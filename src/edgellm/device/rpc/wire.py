@@ -62,10 +62,16 @@ def job_from(req: device_pb2.GenerateRequest, request_id: str, received_at: floa
         n_keep=req.n_keep,
         received_at=received_at,
         constraint=constraint_from(req.constraint) if req.HasField("constraint") else None,
-        # AUTO unless asked off: it keeps greedy output token-identical and sampled output
-        # identically distributed, and drafts only where it pays (docs/speculation.md).
-        speculation=Speculation.OFF if req.speculation == device_pb2.SPECULATION_OFF else Speculation.AUTO,
+        speculation=SPECULATION.get(req.speculation, Speculation.AUTO),
     )
+
+
+# UNSPECIFIED (and any value from a newer client) is AUTO: it keeps greedy output token-identical
+# and sampled output identically distributed, and drafts only where it pays (docs/speculation.md).
+SPECULATION = {
+    device_pb2.SPECULATION_OFF: Speculation.OFF,
+    device_pb2.SPECULATION_FAST: Speculation.FAST,
+}
 
 
 def constraint_from(c: device_pb2.OutputConstraint) -> Constraint:
