@@ -19,6 +19,7 @@ import json
 import statistics
 import subprocess
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +87,10 @@ def divergence(engine: MnnEngine, prompt: str, plain: list[int], other: list[int
 
 def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dict[str, Any]]:
     """Every prompt of both sets, plain, auto and fast alternating, per temperature."""
-    engine = MnnEngine(
-        open_artifact(args.artifact), EngineConfig(threads=args.threads, draft_max=args.draft_max)
-    )
+    config = EngineConfig(threads=args.threads, draft_max=args.draft_max)
+    if args.memory:
+        config = replace(config, memory=args.memory)
+    engine = MnnEngine(open_artifact(args.artifact), config)
     engine.load()
     engine.warm_up(256)
     costs = ForwardCosts()
@@ -98,7 +100,7 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
     )
     cache = KvCache(engine, WindowPolicy(), costs=costs)
     rows = []
-    for name in SETS:
+    for name in args.sets.split(","):
         for i, p in enumerate(load_set(name)):
             if args.split and p["split"] != args.split:
                 continue
@@ -226,6 +228,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
         "--split", choices=("tune", "heldout"), default=None, help="edgellm rows of one split only"
+    )
+    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated: grounded,open")
+    parser.add_argument(
+        "--memory",
+        choices=("low", "normal"),
+        default=None,
+        help="MNN memory mode (default: the artifact's, low = W4A8); normal = float weights, exact batches",
     )
     args = parser.parse_args()
     temperatures = [float(t) for t in args.temperatures.split(",")]

@@ -10,6 +10,8 @@ exceeds the spread, its argmax is the reference's argmax. The gate (`Engine.logi
 docs/speculation.md) must sit above the largest spread seen, with room to spare.
 
 Usage: python bench/bench_spec_margin.py --artifact .cache/artifacts/default [--tokens 96] [--out F]
+On emulated ARM (the engine's own aarch64 kernels, fp16 with `low`): python -m scripts.arm64_env
+python -- -m bench.bench_spec_margin --artifact .cache/artifacts/default --tokens 24 --prompts 2
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +92,18 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--prompts", type=int, default=0, help="first N prompts of each set (0 = all)")
+    parser.add_argument(
+        "--precision",
+        choices=("low", "normal", "high"),
+        default=None,
+        help="MNN precision (default: the artifact's)",
+    )
     args = parser.parse_args()
-    engine = MnnEngine(open_artifact(args.artifact), EngineConfig(threads=args.threads, draft_max=8))
+    config = EngineConfig(threads=args.threads, draft_max=8)
+    if args.precision:
+        config = replace(config, precision=args.precision)
+    engine = MnnEngine(open_artifact(args.artifact), config)
     engine.load()
     engine.warm_up(64)
     rng = random.Random(17)
@@ -98,7 +111,7 @@ def main() -> None:
     flips = 0
     for name in SETS:
         acc: dict[str, list[float]] = {"batched": [], "dirty": [], "gaps": []}
-        for p in load_set(name):
+        for p in load_set(name)[: args.prompts or None]:
             ids = engine.encode(engine.apply_chat_template([("user", p["prompt"])]))
             m = measure(engine, ids, args.tokens, rng)
             flips += m["flips"]
