@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from edgellm.client.commands.status import tuning
 from edgellm.device.artifact import Artifact
 from edgellm.device.config import DaemonConfig
+from edgellm.device.core import models
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning
-from edgellm.device.core.tuning_cache import TuningCache, tuning_key
+from edgellm.device.core.tuning_cache import CostsCache, JsonMap, TuningCache, costs_key, tuning_key
+from edgellm.device.decoding import measure_forward_costs
+from edgellm.device.drafting import ForwardCosts
 from edgellm.device.engine.config import EngineConfig
 from edgellm.device.rpc.server import start_server
 from edgellm.device.rpc.wire import status_message
@@ -108,3 +114,49 @@ def test_a_damaged_tuning_cache_is_ignored(tmp_path: Path) -> None:
         != tuning_key("a", frozenset({0}))
         != tuning_key("b", frozenset({0}))
     )
+
+
+async def test_a_restart_reuses_the_forward_costs_timed_for_the_same_settings(
+    fake_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The draft policy's costs are timed once per (artifact, CPUs, engine settings): a restart
+    drafts with the same lengths, so its `fast` greedy and seeded sampled answers stay the same."""
+    timed: list[int] = []
+    measure = measure_forward_costs
+
+    def counting(engine: FakeEngine, costs: ForwardCosts, prompt: list[int], repeats: int = 5) -> None:
+        timed.append(engine.config.threads)
+        measure(engine, costs, prompt, repeats)
+
+    monkeypatch.setattr(models, "measure_forward_costs", counting)
+    config = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, draft_max=8)
+    first = await start_server(config, speed_by_threads)
+    loaded = first.core.models.loaded
+    assert loaded is not None
+    measured = loaded.cache.costs.seconds
+    await first.stop(0)
+    assert timed == [1] and set(measured) == {1, 2, 3, 5, 9}
+    second = await start_server(config, speed_by_threads)
+    try:
+        loaded = second.core.models.loaded
+        assert loaded is not None and loaded.cache.costs.seconds == measured
+        assert timed == [1]  # not timed again
+    finally:
+        await second.stop(0)
+    third = await start_server(replace(config, threads=2), speed_by_threads)
+    await third.stop(0)
+    assert timed == [1, 2]  # other settings, another measurement
+
+
+def test_forward_costs_keys_and_damaged_entries(tmp_path: Path) -> None:
+    one, two = EngineConfig(threads=1, draft_max=8), EngineConfig(threads=2, draft_max=8)
+    assert costs_key("k", one) != costs_key("k", two) != costs_key("k", replace(two, precision="high"))
+    cache = CostsCache(tmp_path)
+    (tmp_path / "forward_costs.json").write_text("[1, 2")
+    assert cache.get("k") is None
+    cache.put("k", ForwardCosts.fixed({1: 0.01, 2: 0.012}))
+    got = cache.get("k")
+    assert got is not None and got.seconds == {1: 0.01, 2: 0.012}
+    for bad in ({"1": "fast"}, {"2": 0.01}, {"1": 0.0}, {"1": 0.01, "9": -1.0}, "x"):
+        JsonMap(cache.path).put("bad", bad)  # what a hand-edited file could hold
+        assert cache.get("bad") is None

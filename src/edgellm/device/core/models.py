@@ -27,7 +27,7 @@ from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.autotune import ThreadTuning, candidate_threads, tune_threads
 from edgellm.device.core.state import EngineState, LoadInfo
-from edgellm.device.core.tuning_cache import TuningCache, tuning_key
+from edgellm.device.core.tuning_cache import CostsCache, TuningCache, costs_key, tuning_key
 from edgellm.device.decoding import CALIBRATION_TEXT, measure_forward_costs
 from edgellm.device.drafting import ForwardCosts
 from edgellm.device.engine.base import Engine
@@ -167,9 +167,9 @@ class ModelLifecycle:
             costs = ForwardCosts()
             if self.config.warmup:
                 engine.warm_up(self.warmup_tokens(policy, engine.context_length))
-                # The draft policy prices verify lengths by these (a few dozen forwards; none if
-                # draft_max is 0). Without a warm-up nothing is timed and drafting stays off.
-                measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
+                # The draft policy prices verify lengths by these. Without a warm-up nothing is
+                # timed and drafting stays off.
+                costs = self._forward_costs(artifact, engine, engine_config)
             else:
                 check_forward(engine)
         except BaseException:
@@ -187,6 +187,23 @@ class ModelLifecycle:
         self.loaded = Loaded(info, engine, cache)
         self.state = EngineState.IDLE
         return self.loaded
+
+    def _forward_costs(self, artifact: Artifact, engine: Engine, engine_config: EngineConfig) -> ForwardCosts:
+        """The draft policy's forward costs: saved by an earlier start with the same settings, or
+        timed now (a few dozen forwards; none when draft_max is 0) and saved (core/tuning_cache.py)."""
+        if engine.draft_max <= 0:
+            return ForwardCosts()
+        store = CostsCache(self.config.data_dir)
+        key = costs_key(tuning_key(artifact.artifact_id), engine_config)
+        costs = store.get(key)
+        if costs is not None:
+            log.info("forward_costs_cached", path=str(store.path), threads=engine_config.threads)
+            return costs
+        costs = ForwardCosts()
+        measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
+        if costs.seconds:
+            store.put(key, costs)
+        return costs
 
     def _autotune(self, artifact: Artifact, engine_config: EngineConfig) -> EngineConfig:
         """With autotune on, measure the thread counts once per artifact and load with the fastest."""

@@ -1,10 +1,15 @@
-"""The load-time autotune's picks, kept per (artifact, CPU set) so a restart does not measure again.
+"""Load-time measurements kept per (artifact, CPU set) so a restart does not measure again.
 
 `<data_dir>/autotune.json` maps a key (the artifact id, the CPUs this process may run on, the CPU
-model and MNN version) to the `ThreadTuning` measured there. Another phone, another affinity mask
-(Termux under a different cpuset), another artifact or another MNN gives another key, so it is
-measured afresh. A damaged file is ignored (and replaced on the next save): a cache miss only
-costs the few seconds of measuring.
+model and MNN version) to the `ThreadTuning` measured there; `<data_dir>/forward_costs.json` maps
+the same key plus the engine settings (threads, power, precision, …) to the draft policy's
+`ForwardCosts`. Another phone, another affinity mask (Termux under a different cpuset), another
+artifact or another MNN gives another key, so it is measured afresh. A damaged file is ignored
+(and replaced on the next save): a cache miss only costs the seconds of measuring.
+
+Why keep the forward costs: they decide the draft lengths, and with them which positions run
+batched; on MNN's W4A8 kernels that can move a near-tie (docs/speculation.md), so re-timing them
+at every start would let a `fast` greedy answer, or a seeded sampled one, change after a restart.
 """
 
 from __future__ import annotations
@@ -12,16 +17,19 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from importlib import metadata
 from pathlib import Path
 
 from edgellm.common.logs import get_logger
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning
+from edgellm.device.drafting import ForwardCosts
+from edgellm.device.engine.config import EngineConfig
 
 log = get_logger(__name__)
 
 FILE = "autotune.json"
+COSTS_FILE = "forward_costs.json"
 
 
 def _cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -52,15 +60,52 @@ def tuning_key(artifact_id: str, cpus: frozenset[int] | None = None) -> str:
     return "|".join(parts)
 
 
+def costs_key(tuning: str, config: EngineConfig) -> str:
+    """The forward-costs key: the tuning key plus every engine setting (threads, power, precision…)."""
+    settings = ",".join(f"{f.name}={getattr(config, f.name)}" for f in fields(config))
+    return f"{tuning}|{settings}"
+
+
+class JsonMap:
+    """One JSON object in a file of the data directory, saved atomically; unreadable = empty."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> dict[str, object]:
+        """The saved map ({} when the file is missing or damaged)."""
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as err:
+            log.warning("tuning_cache_unreadable", path=str(self.path), error=str(err))
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def put(self, key: str, entry: object) -> None:
+        """Save `entry` under `key` (atomically: a reader sees the old file or the new one)."""
+        data = self.read()
+        data[key] = entry
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+            tmp.write_text(json.dumps(data, indent=1))
+            tmp.replace(self.path)
+        except OSError as err:  # a read-only data dir costs a re-measure at the next start, nothing more
+            log.warning("tuning_cache_not_saved", path=str(self.path), error=str(err))
+
+
 class TuningCache:
-    """Saved autotune results in one JSON file under the daemon's data directory."""
+    """Saved autotune results (`autotune.json`)."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / FILE
+        self._map = JsonMap(data_dir / FILE)
+        self.path = self._map.path
 
     def get(self, key: str) -> ThreadTuning | None:
         """The tuning saved for `key`, if any (None when the file is missing or damaged)."""
-        entry = self._read().get(key)
+        entry = self._map.read().get(key)
         if not isinstance(entry, dict):
             return None
         try:
@@ -71,27 +116,32 @@ class TuningCache:
             return None
 
     def put(self, key: str, tuning: ThreadTuning) -> None:
-        """Save `tuning` under `key` (atomically: a reader sees the old file or the new one)."""
-        data = self._read()
-        data[key] = {
-            "threads": tuning.threads,
-            "trials": [asdict(t) for t in tuning.trials],
-            "seconds": tuning.seconds,
-        }
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f"{FILE}.tmp-{os.getpid()}")
-            tmp.write_text(json.dumps(data, indent=1))
-            tmp.replace(self.path)
-        except OSError as err:  # a read-only data dir costs a re-measure at the next start, nothing more
-            log.warning("autotune_cache_not_saved", path=str(self.path), error=str(err))
+        """Save `tuning` under `key`."""
+        trials = [asdict(t) for t in tuning.trials]
+        self._map.put(key, {"threads": tuning.threads, "trials": trials, "seconds": tuning.seconds})
 
-    def _read(self) -> dict[str, object]:
+
+class CostsCache:
+    """Saved forward costs (`forward_costs.json`): seconds per forward length, as measured at load."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._map = JsonMap(data_dir / COSTS_FILE)
+        self.path = self._map.path
+
+    def get(self, key: str) -> ForwardCosts | None:
+        """The costs saved for `key` (None when missing, damaged, or without a decode step's time)."""
+        entry = self._map.read().get(key)
+        if not isinstance(entry, dict):
+            return None
         try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as err:
-            log.warning("autotune_cache_unreadable", path=str(self.path), error=str(err))
-            return {}
-        return data if isinstance(data, dict) else {}
+            seconds = {int(n): float(s) for n, s in entry.items()}
+        except (TypeError, ValueError) as err:
+            log.warning("forward_costs_entry_ignored", path=str(self.path), error=str(err))
+            return None
+        if seconds.get(1, 0.0) <= 0.0 or any(s <= 0.0 for s in seconds.values()):
+            return None
+        return ForwardCosts.fixed(seconds)
+
+    def put(self, key: str, costs: ForwardCosts) -> None:
+        """Save the median seconds of each measured forward length under `key`."""
+        self._map.put(key, {str(n): s for n, s in sorted(costs.seconds.items())})
