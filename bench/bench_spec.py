@@ -26,6 +26,7 @@ from typing import Any
 from edgellm.device.artifact import open_artifact
 from edgellm.device.decoding import CALIBRATION_TEXT, Speculation, measure_forward_costs
 from edgellm.device.drafting import ForwardCosts
+from edgellm.device.engine.base import Engine
 from edgellm.device.engine.config import EngineConfig
 from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import Delta, Event, GenerationJob, render_prompt, run_generation
@@ -66,7 +67,7 @@ def edgellm_run(
     }
 
 
-def divergence(engine: MnnEngine, prompt: str, plain: list[int], other: list[int]) -> dict[str, Any] | None:
+def divergence(engine: Engine, prompt: str, plain: list[int], other: list[int]) -> dict[str, Any] | None:
     """Where `other` first leaves greedy `plain`, and by how much plain decoding preferred its token.
 
     Re-runs plain decoding's own path (prefill, then one-token decodes of plain's tokens) up to

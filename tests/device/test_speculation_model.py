@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.bench_spec import divergence
 from edgellm.common.chi2 import goodness_of_fit
 from edgellm.device import generation
 from edgellm.device.artifact import open_artifact
@@ -107,18 +108,6 @@ def test_greedy_answers_are_the_same_with_speculation_on_every_prompt_of_both_se
     assert_identical(spec_cache, prompt_set(name), 64)
 
 
-def plain_gap(cache: KvCache, prompt: str, plain: list[int], other: int, at: int) -> float:
-    """logit(plain[at]) - logit(other) on plain decoding's own path (prefill, one-token decodes)."""
-    engine = cache.engine
-    job = GenerationJob("t", None, (("user", prompt),), 1, SamplingConfig())
-    engine.reset()
-    logits = engine.prefill(generation.render_prompt(engine, job))
-    for token in plain[:at]:
-        logits = engine.decode(token)
-    engine.reset()
-    return float(logits[plain[at]] - logits[other])
-
-
 def test_fast_drafts_greedy_grounded_answers_and_leaves_plain_only_at_near_ties(spec_cache: KvCache) -> None:
     """`fast` verifies drafts from the first token (no confident run, no repair); an answer that
     differs from plain decoding's does so where plain's own top choice led by less than the
@@ -129,10 +118,9 @@ def test_fast_drafts_greedy_grounded_answers_and_leaves_plain_only_at_near_ties(
         fast, stats = generate(spec_cache, prompt, Speculation.FAST, 48)
         assert stats.repaired_tokens == 0
         accepted += stats.accepted_draft_tokens
-        at = next((i for i, (a, b) in enumerate(zip(plain, fast, strict=False)) if a != b), None)
-        if at is not None:
-            gap = plain_gap(spec_cache, prompt, plain, fast[at], at)
-            assert 0.0 <= gap < spec_cache.engine.logit_tolerance, (prompt[:40], at, gap)
+        differs = divergence(spec_cache.engine, prompt, plain, fast)  # plain's own gap there
+        if differs is not None:
+            assert 0.0 <= differs["gap"] < spec_cache.engine.logit_tolerance, (prompt[:40], differs)
     assert accepted > 0
 
 

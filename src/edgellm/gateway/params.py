@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from edgellm.client.client import SPECULATION
 from edgellm.client.sampling import RECOMMENDED
 from edgellm.gateway.errors import ApiError, invalid, unsupported
 from edgellm.v1 import common_pb2, device_pb2
@@ -160,18 +161,11 @@ def _sampling(body: dict[str, Any]) -> device_pb2.SamplingParams:
     return p
 
 
-_SPECULATION = {
-    "auto": device_pb2.SPECULATION_AUTO,
-    "off": device_pb2.SPECULATION_OFF,
-    "fast": device_pb2.SPECULATION_FAST,
-}
-
-
 def _speculation(body: dict[str, Any]) -> device_pb2.Speculation.ValueType:
     value = _opt(body, "speculation", str) or "auto"
-    if value not in _SPECULATION:
-        raise invalid(f"'speculation' must be one of {', '.join(_SPECULATION)}, got {value!r}", "speculation")
-    return _SPECULATION[value]
+    if value not in SPECULATION:
+        raise invalid(f"'speculation' must be one of {', '.join(SPECULATION)}, got {value!r}", "speculation")
+    return SPECULATION[value]
 
 
 def _logit_bias(body: dict[str, Any]) -> dict[int, float]:

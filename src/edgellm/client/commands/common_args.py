@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 
 from edgellm.client.channel import ChannelSecurity
-from edgellm.client.client import DaemonClient
+from edgellm.client.client import SPECULATION, DaemonClient
 from edgellm.client.failures import Peer, peer_of, rpc_failure
 from edgellm.client.sampling import RECOMMENDED, SamplingDefaults
 from edgellm.common.argtypes import float_in, non_negative_int, positive_int
@@ -87,7 +87,7 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument(
         "--speculation",
-        choices=("auto", "off", "fast"),
+        choices=tuple(SPECULATION),
         default="auto",
         help=(
             "speculative decoding: auto (default) drafts from the prompt where it pays, with the "
