@@ -3,9 +3,10 @@
 The daemon runs in this process; the gRPC client runs in a separate process, as the laptop
 client would (it shares this machine's two cores, so the figures are conservative).
 
-The daemon requires its bearer token as a user's does (the client sends it, over gRPC's local
-channel credentials). `--compare-auth` starts a second daemon with `--insecure-loopback` and
-alternates requests between the two, so the token's cost is measured side by side.
+The daemon requires its bearer token as a user's does, over TLS with its self-signed certificate
+(the client trusts exactly that certificate, as a user's client does). `--compare-auth` starts a
+second daemon with `--insecure-loopback` (plaintext, no token) and alternates requests between
+the two, so the cost of TLS and the token is measured side by side.
 
 Usage: python bench/bench_daemon.py --artifact .cache/artifacts/default [--reps 5] [--threads 2]
        [--compare-auth]
@@ -31,6 +32,7 @@ import numpy as np
 
 from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient, build_request
+from edgellm.common.tls import ClientTls
 from edgellm.device.config import DaemonConfig
 from edgellm.device.engine.base import Engine
 from edgellm.device.generation import GenerationJob, run_generation
@@ -122,10 +124,18 @@ class RemoteClient:
         stop_ids: list[int],
         nice: int = 0,
         token: str | None = None,
+        cert: Path | None = None,
     ) -> None:
         # A throwaway token of this run's temporary daemon: argv (visible in `ps`) is fine here.
         spec = json.dumps(
-            {"target": target, "msgs": msgs, "stop_ids": stop_ids, "nice": nice, "token": token}
+            {
+                "target": target,
+                "msgs": msgs,
+                "stop_ids": stop_ids,
+                "nice": nice,
+                "token": token,
+                "cert": str(cert) if cert else None,
+            }
         )
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--client", spec],
@@ -156,7 +166,10 @@ def client_main(spec: str) -> int:
         # Models a client on another machine: it only gets cores the daemon leaves idle.
         os.nice(int(cfg["nice"]))
     msgs = tuple((r, c) for r, c in cfg["msgs"])
-    security = ChannelSecurity(cfg.get("token"))  # None: a plain channel to an insecure-loopback daemon
+    # No token and no cert: a plain channel to an insecure-loopback daemon.
+    cert = cfg.get("cert")
+    tls = ClientTls(roots=Path(cert).read_bytes()) if cert else None
+    security = ChannelSecurity(cfg.get("token"), tls=tls)
     with DaemonClient(cfg["target"], security=security) as client:
         client.wait_ready()
         for _ in sys.stdin:
@@ -248,6 +261,7 @@ def main() -> int:
             stop_ids,
             nice=ns.client_nice,
             token=daemon.running.token,
+            cert=daemon.running.security.tls.cert if daemon.running.security.tls else None,
         )
         client.run()  # warm the channel
         if open_daemon is not None:
@@ -289,7 +303,7 @@ def main() -> int:
         "grpc_vs_engine_decode_ratio": round(med("grpc", 1) / med("engine", 1), 3),
         "grpc_ttft_overhead_ms_vs_raw": round(med("grpc", 0) - med("raw", 0), 1),
         "grpc_ttft_overhead_ms_vs_engine": round(med("grpc", 0) - med("engine", 0), 1),
-        "auth": "token (local channel credentials)",
+        "auth": "token over TLS (the daemon's self-signed certificate, trusted by the client)",
     }
     if ns.compare_auth:
         # Each daemon's own decode rate (its engine, no transport): where the two engine

@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edgellm.host.scan.cli",
     "edgellm.host.host_cli",
     "edgellm.client.commands.jobs",
+    "edgellm.client.commands.token",
 )
 
 Handler = Callable[[argparse.Namespace], int]

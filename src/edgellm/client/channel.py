@@ -2,8 +2,11 @@
 
 Every call on such a channel carries `authorization: Bearer <token>` (gRPC call credentials),
 so stubs, the push client's hand-made call and health probes need no per-call metadata.
-Without TLS the call credentials ride on gRPC's *local* channel credentials, which grpcio only
-allows to a loopback peer: a token is never sent in cleartext off this machine.
+A token is sent only to a server that proved who it is (H1 of the second security review): by
+a TLS handshake against a pinned certificate (`--tls-pin`, else every certificate this user's
+own servers use, `edgellm.common.pins`) or a CA bundle (`--tls-ca`). A process squatting on the
+daemon's loopback port holds none of those keys and gets an error, never the token. Only a
+client without a token (a daemon started with `--insecure-loopback`) opens a plaintext channel.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from pathlib import Path
 
 import grpc
 
-from edgellm.common.auth import is_loopback, target_host
 from edgellm.common.errors import FailedPrecondition
-from edgellm.common.tls import ClientTls
+from edgellm.common.pins import known_certs, trust_of
+from edgellm.common.tls import ClientTls, normalise_pin
 from edgellm.common.tokens import find_client_token
 
 Options = Sequence[tuple[str, str | int]]
@@ -50,8 +53,14 @@ class ChannelSecurity:
         """Explicit values, else $EDGELLM_TOKEN / the config file / the local daemon's token, and TLS env."""
         found = find_client_token(token, token_file)
         tls_ca = tls_ca or _env_path("EDGELLM_TLS_CA")
+        explicit_pin = bool(tls_pin)
         tls_pin = tls_pin or os.environ.get("EDGELLM_TLS_PIN") or None
-        tls = ClientTls(ca=tls_ca, pin=tls_pin) if tls_ca or tls_pin else None
+        tls = None
+        if tls_pin:
+            source = "--tls-pin" if explicit_pin else "$EDGELLM_TLS_PIN"
+            tls = ClientTls(pins=(tls_pin,), where=(f"{normalise_pin(tls_pin)} ({source})",))
+        elif tls_ca:
+            tls = ClientTls(ca=tls_ca)
         return cls(found.token if found else None, found.source if found else "", tls)
 
 
@@ -60,22 +69,27 @@ def _env_path(name: str) -> Path | None:
     return Path(value) if value else None
 
 
+def trusted_tls(security: ChannelSecurity) -> ClientTls | None:
+    """The TLS trust for SECURITY: as given, else every certificate the user trusts (None: none)."""
+    return security.tls if security.tls is not None else trust_of(known_certs())
+
+
 def _credentials(
     target: str, security: ChannelSecurity
 ) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, str]]]:
     """(channel credentials or None for a plaintext channel without a token, extra options)."""
-    options: list[tuple[str, str]] = []
-    if security.tls is not None:
-        creds, options = security.tls.credentials(target)
-    elif security.token is None:
+    if security.token is None and security.tls is None:
         return None, []
-    elif is_loopback(target_host(target)):
-        creds = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
-    else:
+    tls = trusted_tls(security)
+    if tls is None:
         raise FailedPrecondition(
-            f"refusing to send the token in cleartext to {target}: connect with TLS (--tls-pin or "
-            "--tls-ca) or through `adb forward` / an SSH tunnel to 127.0.0.1"
+            f"not sending the token to {target}: no certificate is known for it, so a program "
+            "squatting on that port could not be told from the daemon. Run `edgellm deploy device` "
+            "(it fetches the phone's certificate with its token), start the daemon once on this "
+            "machine (it makes <data dir>/tls/cert.pem), or pass --tls-pin sha256:… (the daemon "
+            "logs it at start as `tls=`) or `edgellm token trust CERT.pem --label NAME`"
         )
+    creds, options = tls.credentials(target)
     if security.token is not None:
         creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(security.token))
     return creds, options

@@ -10,12 +10,16 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 
-from edgellm.common.errors import InvalidArgument
-from edgellm.common.tokens import TOKEN_ENV
+from edgellm.common.errors import EdgeError, InvalidArgument
+from edgellm.common.logs import get_logger
+from edgellm.common.tokens import read_token_file
+
+log = get_logger(__name__)
 
 # Health stays open so supervisors (runit, adb port checks) can probe without the secret; it
 # reveals only SERVING / NOT_SERVING. Reflection is not open: it needs the token like any RPC.
@@ -81,11 +85,46 @@ def client_metadata(token: str | None = None) -> tuple[tuple[str, str | bytes], 
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
+class TokenSource:
+    """The token a server expects: fixed, or its file re-read whenever the file changes.
+
+    Why re-read: `edgellm token rotate` writes a new token file; a running daemon, host service
+    or gateway then refuses the old token at once, without a restart. One `stat` per call costs
+    microseconds. A file that became unreadable or empty keeps the last good token (logged).
+    """
+
+    def __init__(self, token: str, path: Path | None = None) -> None:
+        self._token = token.encode()
+        self._path = path
+        self._seen = _file_key(path) if path is not None else None
+
+    def current(self) -> bytes:
+        """The token to compare against now."""
+        if self._path is not None:
+            key = _file_key(self._path)
+            if key != self._seen:
+                self._seen = key
+                try:
+                    self._token = read_token_file(self._path).encode()
+                    log.info("token_reloaded", path=str(self._path))
+                except (OSError, EdgeError) as exc:
+                    log.warning("token_reload_failed", path=str(self._path), error=str(exc))
+        return self._token
+
+
+def _file_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     """Rejects calls whose `authorization` metadata is not `Bearer <token>`."""
 
-    def __init__(self, token: str) -> None:
-        self._expected = token.encode()
+    def __init__(self, token: str | TokenSource) -> None:
+        self._source = token if isinstance(token, TokenSource) else TokenSource(token)
 
     async def intercept_service(
         self,
@@ -98,16 +137,16 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         metadata = dict(handler_call_details.invocation_metadata or ())
         given = metadata.get("authorization", "")
         handler = await continuation(handler_call_details)
-        if handler is None or bearer_matches(given, self._expected):
+        if handler is None or bearer_matches(given, self._source.current()):
             return handler
         return _deny_like(handler, bool(given))
 
 
 def _deny_like(handler: grpc.RpcMethodHandler[Any, Any], had_token: bool) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler of the same streaming shape that answers UNAUTHENTICATED (never decodes the request)."""
+    # Why no file names here: the caller may be hostile; where tokens live is in the docs (L9).
     message = ("wrong token" if had_token else "this RPC needs the daemon's token") + (
-        f": clients read ${TOKEN_ENV}, then ~/.config/edgellm/token, then ~/.edgellm/token; "
-        "after `edgellm deploy device` the host has the phone's token (docs/security.md)"
+        "; see `edgellm token --help` and docs/security.md"
     )
 
     async def deny(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:

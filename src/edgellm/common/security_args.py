@@ -35,8 +35,9 @@ def add_server_security(p: argparse.ArgumentParser, default_file: str) -> None:
     p.add_argument(
         "--tls-self-signed",
         action="store_true",
-        help="serve TLS with a self-signed certificate made on first start (<data dir>/tls); "
-        "clients pin its fingerprint, printed at start",
+        help="serve TLS with a self-signed certificate made on first start (<data dir>/tls): the "
+        "default whenever a token is required, kept for old scripts; clients on this machine "
+        "trust it without flags, others pin its fingerprint (logged at start as tls=sha256:…)",
     )
 
 
@@ -62,6 +63,7 @@ def add_client_security(p: argparse.ArgumentParser, nested: bool = False) -> Non
     p.add_argument(
         "--tls-pin",
         default=unset,
-        help="connect with TLS to a server whose certificate has this sha256 fingerprint "
-        "(default $EDGELLM_TLS_PIN)",
+        help="trust only a server whose certificate has this sha256 fingerprint (default "
+        "$EDGELLM_TLS_PIN, else every certificate in ~/.config/edgellm/pins and of this user's "
+        "own daemon and host service)",
     )

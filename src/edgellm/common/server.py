@@ -16,10 +16,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from edgellm.common.auth import TokenAuthInterceptor, check_bind
+from edgellm.common.auth import TokenAuthInterceptor, TokenSource, check_bind
 from edgellm.common.decode import StrictDecodeInterceptor
 from edgellm.common.errors import FailedPrecondition
-from edgellm.common.tls import ServerTls
+from edgellm.common.tls import ClientTls, ServerTls, ensure_self_signed, fingerprint
 from edgellm.common.tokens import ensure_token, read_token_file
 
 MAX_FRAME_BYTES = (1 << 24) - 1  # the largest frame HTTP/2 allows (RFC 9113 §4.2)
@@ -27,11 +27,16 @@ MAX_FRAME_BYTES = (1 << 24) - 1  # the largest frame HTTP/2 allows (RFC 9113 §4
 
 @dataclass(frozen=True)
 class ServerSecurity:
-    """What a server requires: a bearer token (None only with insecure_loopback) and maybe TLS."""
+    """What a server requires: a bearer token (None only with insecure_loopback) and TLS.
+
+    token_file: where the token came from; the server re-reads it when it changes, so
+    `edgellm token rotate` takes effect without a restart (None: an explicit value, fixed).
+    """
 
     token: str | None
     tls: ServerTls | None = None
     insecure_loopback: bool = False
+    token_file: Path | None = None
 
     @classmethod
     def resolve(
@@ -44,20 +49,40 @@ class ServerSecurity:
         adopt: tuple[Path, ...] = (),
         tls: ServerTls | None,
         insecure_loopback: bool,
+        self_signed_dir: Path | None = None,
     ) -> ServerSecurity:
         """Explicit token, else the token file, else DEFAULT_TOKEN_FILE (made on first start, adopting
-        the first of ADOPT that exists); then check the bind."""
+        the first of ADOPT that exists); TLS as given, else the self-signed pair in SELF_SIGNED_DIR
+        (made on first start); then check the bind.
+
+        Why TLS by default, on loopback too: a client sends the token only to a server whose
+        certificate it pinned, so an app squatting on the port while the daemon is down gets
+        nothing (H1, docs/security.md).
+        """
         if insecure_loopback:
             check_bind(host, None, tls is not None, insecure_loopback=True)
             return cls(None, tls, insecure_loopback=True)
+        source: Path | None = None
         if not token:
+            source = token_file if token_file is not None else default_token_file
             token = (
                 read_token_file(token_file)
                 if token_file is not None
                 else ensure_token(default_token_file, adopt)
             )
+        if tls is None and self_signed_dir is not None:
+            names = () if host in ("0.0.0.0", "::", "") else (host,)
+            tls = ensure_self_signed(self_signed_dir, names)
         check_bind(host, token, tls is not None, insecure_loopback=False)
-        return cls(token, tls)
+        return cls(token, tls, token_file=source)
+
+
+    def client_tls(self) -> ClientTls | None:
+        """Client trust of exactly this server's certificate (None without TLS)."""
+        if self.tls is None:
+            return None
+        pem = self.tls.cert.read_bytes()
+        return ClientTls(roots=pem, where=(f"{fingerprint(pem)} ({self.tls.cert})",))
 
 
 def new_server(host: str, security: ServerSecurity, max_message_bytes: int | None = None) -> grpc.aio.Server:
@@ -80,7 +105,7 @@ def new_server(host: str, security: ServerSecurity, max_message_bytes: int | Non
     # The token is checked first: a call without it is never decoded at all.
     interceptors: list[grpc.aio.ServerInterceptor] = []
     if security.token:
-        interceptors.append(TokenAuthInterceptor(security.token))
+        interceptors.append(TokenAuthInterceptor(TokenSource(security.token, security.token_file)))
     interceptors.append(StrictDecodeInterceptor())
     return grpc.aio.server(interceptors=interceptors, options=options)
 

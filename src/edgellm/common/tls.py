@@ -58,41 +58,90 @@ class ServerTls:
 
 @dataclass(frozen=True)
 class ClientTls:
-    """How a client trusts the server: a CA bundle, or a pinned certificate fingerprint."""
+    """How a client trusts the server: pinned fingerprints, trusted certificates, or a CA bundle.
+
+    pins: fingerprints (`--tls-pin`); the certificate is fetched once and checked before the
+    channel uses it as its only root. roots: PEM certificates the user already trusts
+    (edgellm.common.pins), used as the channel's roots directly. ca: a CA bundle file.
+    where: for messages, what each accepted certificate is and where it was found.
+    """
 
     ca: Path | None = None
-    pin: str | None = None
+    pins: tuple[str, ...] = ()
+    roots: bytes | None = None
     server_name: str | None = None  # override the name checked in the certificate
+    where: tuple[str, ...] = ()
 
     def credentials(self, target: str) -> tuple[grpc.ChannelCredentials, list[tuple[str, str]]]:
         """Channel credentials and options (the target-name override) for TARGET."""
-        if self.pin:
-            pem = fetch_certificate(target)
+        name = self.server_name or SELF_SIGNED_NAME
+        if self.pins:
+            pem = fetch_certificate(target, self.describe())
             got = fingerprint(pem)
-            if got != normalise_pin(self.pin):
+            if got not in self.pins_accepted():
                 raise Unauthenticated(
-                    f"{target} presented certificate {got}, not the pinned {normalise_pin(self.pin)}: "
-                    "someone may be in the middle, or the daemon's certificate changed (re-pin it)"
+                    f"the server at {target} presented certificate {got}, but this client expected "
+                    f"{self.describe()}; the token was not sent. Another program may be listening "
+                    "on this port, or the daemon's certificate changed (re-pin it)"
                 )
-            name = self.server_name or SELF_SIGNED_NAME
             return grpc.ssl_channel_credentials(root_certificates=pem.encode()), [
+                ("grpc.ssl_target_name_override", name)
+            ]
+        if self.roots is not None:
+            # Every edgellm self-signed certificate names itself SELF_SIGNED_NAME: the roots, not
+            # DNS, are what the client trusts.
+            return grpc.ssl_channel_credentials(root_certificates=self.roots), [
                 ("grpc.ssl_target_name_override", name)
             ]
         roots = self.ca.read_bytes() if self.ca is not None else None
         options = [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
         return grpc.ssl_channel_credentials(root_certificates=roots), options
 
+    def pins_accepted(self) -> set[str]:
+        """The fingerprints this trust accepts (pins, and those of the root certificates)."""
+        accepted = {normalise_pin(p) for p in self.pins}
+        if self.roots is not None:
+            for block in self.roots.decode("ascii", "replace").split("-----END CERTIFICATE-----"):
+                if "-----BEGIN CERTIFICATE-----" in block:
+                    accepted.add(fingerprint(block.strip() + "\n-----END CERTIFICATE-----\n"))
+        return accepted
 
-def fetch_certificate(target: str, timeout: float = 10.0) -> str:
-    """The PEM certificate a TLS server at host:port presents (not verified: the caller pins it)."""
+    def describe(self) -> str:
+        """'sha256:ab12… (from FILE) or …' for messages (at most three)."""
+        if self.where:
+            shown = list(self.where)
+        elif self.ca is not None:
+            return f"a certificate signed by a CA in {self.ca}"
+        else:
+            shown = sorted(self.pins_accepted())
+        more = f" or {len(shown) - 3} more" if len(shown) > 3 else ""
+        return " or ".join(shown[:3]) + more
+
+
+def fetch_certificate(target: str, expected: str = "", timeout: float = 5.0) -> str:
+    """The PEM certificate a TLS server at host:port presents (not verified: the caller pins it).
+
+    Nothing listening is UNAVAILABLE (the daemon is down: retry later); a server that does not
+    complete a TLS handshake is UNAUTHENTICATED: it cannot be the pinned server.
+    """
     from edgellm.common.auth import target_host
+    from edgellm.common.errors import Unavailable
 
     host = target_host(target)
     port = int(target.rsplit(":", 1)[1])
+    why = f" ({expected})" if expected else ""
     try:
         return ssl.get_server_certificate((host, port), timeout=timeout)
+    except ConnectionRefusedError as exc:
+        raise Unavailable(f"nothing is listening at {target}; is the daemon running?") from exc
+    except (ssl.SSLError, ConnectionResetError, TimeoutError) as exc:
+        raise Unauthenticated(
+            f"the server at {target} did not complete a TLS handshake ({type(exc).__name__}), so it "
+            f"is not the edgellm server this client trusts{why}; the token was not sent. Another "
+            "program may be listening on this port, or the server runs without TLS"
+        ) from exc
     except OSError as exc:
-        raise Unauthenticated(f"could not fetch the TLS certificate of {target}: {exc}") from exc
+        raise Unavailable(f"could not reach {target}: {exc}") from exc
 
 
 def generate_self_signed(directory: Path, names: tuple[str, ...] = (), days: int = 3650) -> ServerTls:

@@ -18,6 +18,7 @@ import contextlib
 import os
 import secrets
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ TOKEN_ENV = "EDGELLM_TOKEN"
 CONFIG_DIR_ENV = "EDGELLM_CONFIG_DIR"  # the host's config dir (tests point it at a temporary one)
 HOME_ENV = "EDGELLM_HOME"  # the daemon's default data dir
 TOKEN_FILE = "token"
+GATEWAY_KEY_FILE = "gateway-key"
 TOKEN_BYTES = 32  # 256 bits, as `secrets` recommends for tokens (token_urlsafe -> 43 characters)
 
 
@@ -44,6 +46,11 @@ def default_data_dir() -> Path:
     """The daemon's data dir: $EDGELLM_HOME, else ~/.edgellm."""
     explicit = os.environ.get(HOME_ENV)
     return Path(explicit) if explicit else Path.home() / ".edgellm"
+
+
+def gateway_key_path() -> Path:
+    """The gateway's API key file, `<config dir>/gateway-key` (made on its first start)."""
+    return config_dir() / GATEWAY_KEY_FILE
 
 
 def host_token_path() -> Path:
@@ -101,10 +108,10 @@ def ensure_token(path: Path, adopt: tuple[Path, ...] = ()) -> str:
             rendezvous = min((path, *adopt), key=str)
             with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
                 write_secret_exclusive(rendezvous, new_token())
-            seed = read_token_file(rendezvous)
+            seed = read_new_secret(rendezvous)
         with contextlib.suppress(FileExistsError):
             write_secret_exclusive(path, seed)
-    return read_token_file(path)
+    return read_new_secret(path)
 
 
 def write_secret_exclusive(path: Path, text: str) -> None:
@@ -114,8 +121,29 @@ def write_secret_exclusive(path: Path, text: str) -> None:
     write_fresh(tmp, (text + "\n").encode(), 0o600)
     try:
         os.link(tmp, path)  # fails if PATH exists, unlike rename
+    except FileExistsError:
+        raise
+    except OSError:
+        # Why a fallback: Android's SELinux refuses link(2) in app data on many phones (EACCES or
+        # EPERM), which took the daemon down at its first start (M3). O_EXCL on the final name is
+        # as exclusive; a reader can see the file before its bytes land, so readers of a fresh
+        # file wait for its newline (read_new_secret).
+        write_fresh(path, (text + "\n").encode(), 0o600)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def read_new_secret(path: Path, wait_s: float = 2.0) -> str:
+    """read_token_file for a file another process may be writing right now (see write_secret_exclusive)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if path.read_bytes().endswith(b"\n") or time.monotonic() > deadline:
+                return read_token_file(path)
+        except FileNotFoundError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
 
 
 @dataclass(frozen=True)

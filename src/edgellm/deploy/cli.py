@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ("status", "service, forward and keep-alive protections"),
         ("logs", "the daemon's log on the phone"),
         ("stop", "stop the daemon and remove the forward"),
+        ("rotate-token", "rotate the phone daemon's token (old one refused at once) and fetch the new one"),
         ("uninstall", "remove the service, boot script and edgellm package from Termux"),
     ):
         a = actions.add_parser(name, help=help_text)
@@ -42,6 +43,7 @@ def run(ns: argparse.Namespace) -> int:
         DeployConfig,
         deploy_device,
         deploy_logs,
+        deploy_rotate_token,
         deploy_status,
         deploy_stop,
         deploy_uninstall,
@@ -65,6 +67,8 @@ def run(ns: argparse.Namespace) -> int:
             deploy_logs(config, ns.lines)
         elif ns.action == "stop":
             deploy_stop(config)
+        elif ns.action == "rotate-token":
+            deploy_rotate_token(config)
         else:
             deploy_uninstall(config)
     except DeployError as e:

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgellm.client.channel import ChannelSecurity
 from edgellm.common.logs import get_logger
 from edgellm.common.paths import source_root
+from edgellm.common.pins import trust_of, trusted_dir
 from edgellm.common.tokens import host_token_path
 from edgellm.deploy.adb import AdbServer, DeployError, Phone, connect
 from edgellm.deploy.channel import (
@@ -25,6 +27,7 @@ from edgellm.deploy.channel import (
     run_host,
 )
 from edgellm.deploy.flow import (
+    CERT_PATH,
     DAEMON_LOG,
     MODEL_PATH,
     REMOTE_DIR,
@@ -34,6 +37,7 @@ from edgellm.deploy.flow import (
     DeployState,
     DeviceFiles,
     StepReport,
+    fetch_cert,
     fetch_token,
     files_step,
     forward_step,
@@ -52,36 +56,37 @@ log = get_logger(__name__)
 DAEMON_PORT = 50051
 WHEEL_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can hold
 
-# Pushes an artifact directory to the daemon at target (with the daemon's token) and loads it;
-# returns the model id to load at the next start. The default is the resumable push client.
-ArtifactInstaller = Callable[[str, Path, str], str]
+# Pushes an artifact directory to the daemon at target (with the daemon's token, to the pinned
+# certificate only) and loads it; returns the model id to load at the next start. The default is
+# the resumable push client.
+ArtifactInstaller = Callable[[str, Path, ChannelSecurity], str]
 
 
-def push_artifact(target: str, artifact: Path, token: str) -> str:
+def push_artifact(target: str, artifact: Path, security: ChannelSecurity) -> str:
     """Resumable push (edgellm.client.push.Pusher) through the forwarded port; returns the artifact id."""
     # Imported lazily: the push client is its own module, only needed when there is an artifact.
-    from edgellm.client.channel import ChannelSecurity, open_channel
+    from edgellm.client.channel import open_channel
     from edgellm.client.push import Pusher
 
-    with open_channel(target, ChannelSecurity(token, "deploy")) as ch:
+    with open_channel(target, security) as ch:
         report = Pusher(ch, artifact).run()
     log.info("artifact_pushed", id=report.artifact_id, sent=report.bytes_sent, skipped=report.bytes_skipped)
     return report.artifact_id
 
 
-def load_model(target: str, model: str, token: str) -> None:
+def load_model(target: str, model: str, security: ChannelSecurity) -> None:
     """LoadModel on the daemon (replaces any loaded model)."""
-    from edgellm.client.channel import ChannelSecurity, open_channel
+    from edgellm.client.channel import open_channel
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
-    with open_channel(target, ChannelSecurity(token, "deploy")) as ch:
+    with open_channel(target, security) as ch:
         device_pb2_grpc.DeviceDaemonStub(ch).LoadModel(device_pb2.LoadModelRequest(model=model), timeout=600)
 
 
-def default_artifact_installer(target: str, artifact: Path, token: str) -> str:
+def default_artifact_installer(target: str, artifact: Path, security: ChannelSecurity) -> str:
     """Push the artifact (resuming), then load it; returns the id the service loads at start."""
-    artifact_id = push_artifact(target, artifact, token)
-    load_model(target, artifact_id, token)
+    artifact_id = push_artifact(target, artifact, security)
+    load_model(target, artifact_id, security)
     return artifact_id
 
 
@@ -186,18 +191,24 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
     if config.dry_run:
         if config.artifact is not None:
             io.out(f"[-] artifact: would push {config.artifact} with the resumable push and load it")
+        io.out(f"[-] certificate: would read {CERT_PATH} from the phone and trust it ({trusted_dir()})")
         io.out(f"[-] health: would wait for {target}")
         io.out(f"[-] token: would copy {TOKEN_PATH} from the phone to {config.token_file} (0600)")
         return reports
-    status = wait_health(target, config.health_timeout_s)
+    cert = fetch_cert(channel, f"phone-{facts.serial}", config.health_timeout_s)
+    io.out(f"daemon certificate: {cert.pin} (trusted: {cert.where})")
+    # Only this phone's certificate: whatever else this user trusts is not the phone.
+    tls = trust_of([cert])
+    status = wait_health(target, config.health_timeout_s, tls=tls)
     io.out(f"daemon reachable at {target}: {status}")
     token = fetch_token(channel, config.token_file)
     io.out(f"daemon token: copied from the phone into {config.token_file} (0600)")
     if config.artifact is not None:
-        model = io.installer(target, config.artifact, token)
+        security = ChannelSecurity(token, "deploy", tls)
+        model = io.installer(target, config.artifact, security)
         if read_remote(channel, MODEL_PATH) != model:
             channel.run(f"printf '%s\\n' {shlex.quote(model)} > {MODEL_PATH}")
-        status = wait_health(target, config.health_timeout_s, want_serving=True)
+        status = wait_health(target, config.health_timeout_s, want_serving=True, tls=tls)
         io.out(f"model {model} loaded: {status}")
     for message in state.messages:
         io.out(f"warning: {message}")
@@ -244,6 +255,17 @@ def deploy_logs(config: DeployConfig, lines: int = 100, io: DeployIO | None = No
     text = channel.run(f"tail -n {int(lines)} {DAEMON_LOG} 2>/dev/null; true").stdout
     io.out(text or f"(no log yet at {DAEMON_LOG})")
     return text
+
+
+def deploy_rotate_token(config: DeployConfig, io: DeployIO | None = None) -> None:
+    """Rotate the phone daemon's token in Termux (it refuses the old one at once) and fetch the new one."""
+    io = io or DeployIO()
+    _, _, channel = _connected(config, io)
+    r = channel.run("edgellm token rotate --daemon")
+    if not r.ok:
+        raise DeployError(f"could not rotate the token on the phone: {r.stdout}{r.stderr}")
+    fetch_token(channel, config.token_file)
+    io.out(f"rotated the phone daemon's token; the new one is in {config.token_file} (0600)")
 
 
 def deploy_stop(config: DeployConfig, io: DeployIO | None = None) -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgellm.common.logs import get_logger
+from edgellm.common.pins import TrustedCert, diagnose
+from edgellm.common.tls import ClientTls
 from edgellm.common.tokens import write_secret
 from edgellm.deploy.adb import DeployError, Phone
 from edgellm.deploy.channel import HOME, PREFIX, Channel
@@ -22,6 +24,7 @@ REMOTE_DIR = f"{HOME}/.edgellm/deploy"
 STAMP_PATH = f"{REMOTE_DIR}/installed.stamp"
 MODEL_PATH = f"{REMOTE_DIR}/model"
 TOKEN_PATH = f"{HOME}/.edgellm/token"  # the daemon's token, made by install.sh (or its first start)
+CERT_PATH = f"{HOME}/.edgellm/tls/cert.pem"  # the daemon's self-signed certificate (its first start)
 SERVICE = "edgellm"
 DAEMON_LOG = f"{PREFIX}/var/log/sv/{SERVICE}/current"
 INSTALL_TIMEOUT_S = 3 * 3600.0  # the first MNN build takes 30-90 minutes on a phone
@@ -285,26 +288,66 @@ def fetch_token(channel: Channel, host_file: Path) -> str:
     return token
 
 
-def wait_health(target: str, timeout: float, want_serving: bool = False) -> str:
-    """Poll the gRPC health service until it answers (or reports SERVING); return its status name."""
+def fetch_cert(channel: Channel, label: str, timeout: float) -> TrustedCert:
+    """The phone daemon's certificate, read over the control channel and trusted from now on under
+    LABEL (`<config dir>/trusted`). Polls: the daemon makes it on its first start.
+
+    Why over adb/ssh and not from the port: whatever answers on the forwarded port may be a
+    squatter (H1); the file in Termux's private home can only come from the daemon.
+    """
+    from edgellm.common.pins import remember_cert
+
+    deadline = time.monotonic() + timeout
+    while not (pem := read_remote(channel, CERT_PATH)):
+        if time.monotonic() > deadline:
+            raise DeployError(
+                f"the daemon has made no certificate at {CERT_PATH} after {timeout:.0f} s (it makes "
+                "one on its first start): see `edgellm deploy logs`, then re-run `edgellm deploy device`"
+            )
+        time.sleep(0.5)
+    try:
+        cert = remember_cert(pem + "\n", label)
+    except ValueError as exc:
+        raise DeployError(f"{CERT_PATH} on the phone is not a PEM certificate: {exc}") from exc
+    log.info("certificate_trusted", pin=cert.pin, label=label, path=cert.where)
+    return cert
+
+
+def wait_health(target: str, timeout: float, want_serving: bool = False, tls: ClientTls | None = None) -> str:
+    """Poll the gRPC health service until it answers (or reports SERVING); return its status name.
+
+    TLS: trust of the daemon's certificate (it serves TLS by default). Never a token: health needs
+    none, and a squatter must not get one (H1).
+    """
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from edgellm.client.channel import ChannelSecurity, open_channel
+    from edgellm.common.errors import EdgeError
+
     deadline = time.monotonic() + timeout
     last = "UNREACHABLE"
-    with grpc.insecure_channel(target) as ch:
-        stub = health_pb2_grpc.HealthStub(ch)
-        while True:
-            try:
-                resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2.0)
-                last = str(health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status))
-                if not want_serving or last == "SERVING":
-                    return last
-            except grpc.RpcError as e:
-                log.debug("health_wait", target=target, code=str(e.code()))
-            if time.monotonic() > deadline:
-                raise DeployError(
-                    f"the daemon at {target} is {last} after {timeout:.0f} s; "
-                    "see `edgellm deploy logs` for why"
+    security = ChannelSecurity(None, tls=tls)
+    while True:
+        try:
+            with open_channel(target, security) as ch:
+                resp = health_pb2_grpc.HealthStub(ch).Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=2.0
                 )
-            time.sleep(0.5)
+            last = str(health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status))
+            if not want_serving or last == "SERVING":
+                return last
+        except grpc.RpcError as e:
+            log.debug("health_wait", target=target, code=str(e.code()))
+            if tls is not None and "handshake" in str(e.details()).lower() and time.monotonic() > deadline:
+                raise DeployError(diagnose(target, tls)) from e
+        except EdgeError as e:  # nothing listening yet, or a server that is not the pinned daemon
+            last = "UNREACHABLE"
+            log.debug("health_wait", target=target, error=str(e))
+            if time.monotonic() > deadline:
+                raise DeployError(f"{e}; see `edgellm deploy logs`") from e
+        if time.monotonic() > deadline:
+            raise DeployError(
+                f"the daemon at {target} is {last} after {timeout:.0f} s; see `edgellm deploy logs` for why"
+            )
+        time.sleep(0.5)

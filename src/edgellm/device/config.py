@@ -55,7 +55,7 @@ class DaemonConfig:
     insecure_loopback: bool = False  # no token (tests, benchmarks); refused off loopback
     tls_cert: Path | None = None  # PEM certificate chain; with tls_key, the server speaks TLS
     tls_key: Path | None = None
-    tls_self_signed: bool = False  # use (and on first start make) <data_dir>/tls/{cert,key}.pem
+    tls_self_signed: bool = False  # kept for old scripts: a token always comes with <data_dir>/tls (self-signed)
     max_pushes: int = 2  # concurrent PushArtifact streams; more answer RESOURCE_EXHAUSTED
     push_idle_timeout_s: float = 60.0  # a push silent this long is stopped and its reservation freed
     max_telemetry_streams: int = 8  # concurrent StreamTelemetry subscribers

@@ -41,8 +41,7 @@ def run(ns: argparse.Namespace) -> int:
     """Serve until interrupted."""
     import asyncio
 
-    from edgellm.common.tls import ServerTls, ensure_self_signed
-    from edgellm.common.tokens import config_dir
+    from edgellm.common.tls import ServerTls
     from edgellm.host.server import HostConfig, serve
 
     tls = None
@@ -50,8 +49,6 @@ def run(ns: argparse.Namespace) -> int:
         if not (ns.tls_cert and ns.tls_key):
             raise SystemExit("--tls-cert and --tls-key go together")
         tls = ServerTls(ns.tls_cert, ns.tls_key)
-    elif ns.tls_self_signed:
-        tls = ensure_self_signed(config_dir() / "host-tls")
     config = HostConfig(
         host=ns.host,
         port=ns.port,

@@ -9,6 +9,7 @@ import grpc
 
 from edgellm.common.allocator import tune_for_streaming
 from edgellm.common.logs import get_logger
+from edgellm.common.pins import host_tls_dir
 from edgellm.common.server import Health, ServerSecurity, bind_and_start, new_server, until_signalled
 from edgellm.common.targets import resolve_target
 from edgellm.common.tls import ServerTls
@@ -45,6 +46,7 @@ class HostConfig:
             adopt=(daemon_token_path(),),
             tls=self.tls,
             insecure_loopback=self.insecure_loopback,
+            self_signed_dir=host_tls_dir(),
         )
 
 

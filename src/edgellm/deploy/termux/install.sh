@@ -49,7 +49,9 @@ fail() {
 }
 
 # 1. Termux packages. grpcio and numpy come from pkg: pip cannot build grpcio on the phone.
-PACKAGES=(python python-numpy python-grpcio termux-api termux-services openssh
+# python-cryptography: the daemon makes its TLS certificate on first start (clients pin it, so a
+# squatter on the port never gets the token); pip would have to build it with Rust.
+PACKAGES=(python python-numpy python-grpcio python-cryptography termux-api termux-services openssh
           git cmake ninja clang make binutils)
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -67,7 +69,7 @@ fi
 if [ -n "$WHEEL" ]; then
     say "pip install $(basename "$WHEEL")"
     # [client]: tqdm (pure Python), which edgellm.host's CLI modules import at module level.
-    pip install --disable-pip-version-check --upgrade --only-binary=grpcio,numpy "${WHEEL}[client]" \
+    pip install --disable-pip-version-check --upgrade --only-binary=grpcio,numpy,cryptography "${WHEEL}[client]" \
         >"$LOGS/pip.log" 2>&1 || fail "pip install of the edgellm wheel" "$LOGS/pip.log"
 fi
 

@@ -11,8 +11,9 @@ from grpc_health.v1 import health
 from edgellm.common.allocator import tune_for_streaming
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
+from edgellm.common.pins import daemon_tls_dir
 from edgellm.common.server import Health, ServerSecurity, bind_and_start, new_server, until_signalled
-from edgellm.common.tls import ServerTls, ensure_self_signed, fingerprint
+from edgellm.common.tls import ClientTls, ServerTls, fingerprint
 from edgellm.common.tokens import daemon_token_path, host_token_path
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.daemon import DaemonCore
@@ -43,6 +44,10 @@ class RunningDaemon:
     def token(self) -> str | None:
         """The bearer token clients must send (None with insecure_loopback)."""
         return self.security.token
+
+    def client_tls(self) -> ClientTls | None:
+        """Client trust of exactly this daemon's certificate (None without TLS)."""
+        return self.security.client_tls()
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting, let streams end within grace, then stop the engine."""
@@ -89,15 +94,13 @@ async def start_server(config: DaemonConfig, engine_factory: EngineFactory = Mnn
 
 
 def daemon_security(config: DaemonConfig) -> ServerSecurity:
-    """The token (explicit, file, or <data_dir>/token made on first start) and TLS the daemon uses."""
+    """The token (explicit, file, or <data_dir>/token made on first start) and TLS the daemon uses:
+    --tls-cert/--tls-key, else the self-signed pair in <data_dir>/tls (made on first start)."""
     tls: ServerTls | None = None
     if config.tls_cert is not None or config.tls_key is not None:
         if config.tls_cert is None or config.tls_key is None:
             raise InvalidArgument("--tls-cert and --tls-key go together")
         tls = ServerTls(config.tls_cert, config.tls_key)
-    elif config.tls_self_signed:
-        names = () if config.host in ("0.0.0.0", "::", "") else (config.host,)
-        tls = ensure_self_signed(config.data_dir / "tls", names)
     return ServerSecurity.resolve(
         config.host,
         token=config.auth_token,
@@ -106,6 +109,7 @@ def daemon_security(config: DaemonConfig) -> ServerSecurity:
         adopt=(host_token_path(),),
         tls=tls,
         insecure_loopback=config.insecure_loopback,
+        self_signed_dir=daemon_tls_dir(config.data_dir),
     )
 
 
