@@ -137,7 +137,8 @@ def main() -> int:
     edgellm = [sys.executable, "-m", "edgellm"]
     daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
     daemon_argv += ["--threads", str(ns.threads), "--data-dir", tempfile.mkdtemp()]
-    gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport)]
+    # --no-api-key: a loopback benchmark of the serving path; the key check is a constant-time compare.
+    gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport), "--no-api-key"]
     base = f"http://127.0.0.1:{gport}"
     results: dict[str, list[Run]] = {"grpc": [], "gateway": []}
     with (

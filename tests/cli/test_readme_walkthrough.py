@@ -311,7 +311,9 @@ def run_gateway(walk: Walk, cmd: Command) -> None:
     try:
         base = f"http://127.0.0.1:{port}"
         wait_http(f"{base}/health", proc)
-        client = OpenAI(base_url=f"{base}/v1", api_key="none")  # as the README's snippet
+        # As the README's snippet: the key the gateway made on its first start, in the config dir.
+        key = (Path(walk.env["HOME"]) / ".config" / "edgellm" / "gateway-key").read_text().strip()
+        client = OpenAI(base_url=f"{base}/v1", api_key=key)
         answer = client.chat.completions.create(
             model="",
             messages=[{"role": "user", "content": "What is the capital of France?"}],
@@ -319,7 +321,7 @@ def run_gateway(walk: Walk, cmd: Command) -> None:
         )
         assert "Paris" in (answer.choices[0].message.content or "")
         assert answer.usage is not None and answer.usage.completion_tokens > 0
-        metrics = httpx.get(f"{base}/metrics", timeout=10).text
+        metrics = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {key}"}, timeout=10).text
         assert "llamacpp:tokens_predicted_total" in metrics, metrics[:2000]
     finally:
         proc.send_signal(signal.SIGINT)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+import httpx
 import openai
 import pytest
 import pytest_asyncio
@@ -22,6 +23,7 @@ from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.server import RunningGateway, start_gateway
 from tests.rpc.conftest import fake_artifact, start_fake  # noqa: F401  (fixtures, shared)
 
+KEY = "test-gateway-key"  # the key the gateways below require unless a test says otherwise
 StartDaemon = Callable[..., Awaitable[RunningDaemon]]
 StartGateway = Callable[..., Awaitable[RunningGateway]]
 
@@ -40,7 +42,10 @@ async def start_gw(start_daemon: StartDaemon) -> AsyncIterator[StartGateway]:
     async def start(
         daemon: RunningDaemon | None, daemon_token: str | None = None, **config: Any
     ) -> RunningGateway:
-        cfg = GatewayConfig(**{"port": 0, "telemetry_period_s": 0.2, **config})
+        defaults: dict[str, Any] = {"port": 0, "telemetry_period_s": 0.2}
+        if not {"api_key", "api_key_file", "no_api_key"} & config.keys():
+            defaults["api_key"] = KEY  # a key by default, as the gateway command has
+        cfg = GatewayConfig(**{**defaults, **config})
         if daemon is not None:
             cfg = replace(cfg, target=f"127.0.0.1:{daemon.port}")
         running = await start_gateway(cfg, connect(cfg.target, daemon_token))
@@ -64,7 +69,7 @@ async def gateway(start_gw: StartGateway, fake_daemon: RunningDaemon) -> Running
     return await start_gw(fake_daemon)
 
 
-def sdk(gw: RunningGateway, api_key: str = "none") -> openai.AsyncOpenAI:
+def sdk(gw: RunningGateway, api_key: str = KEY) -> openai.AsyncOpenAI:
     """The official SDK pointed at a gateway (no retries: a test sees every status as it is)."""
     return openai.AsyncOpenAI(base_url=gw.url, api_key=api_key, max_retries=0, timeout=30.0)
 
@@ -80,6 +85,13 @@ def gateway_of(gw: RunningGateway) -> Gateway:
     """The Gateway object behind a running server (its telemetry watch, metrics, sessions)."""
     gateway: Gateway = gw.server.config.app.state.gateway  # type: ignore[union-attr]
     return gateway
+
+
+def keyed_http(gw: RunningGateway, key: str = KEY) -> httpx.AsyncClient:
+    """An httpx client for a gateway's root URL, sending KEY."""
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{gw.port}", headers={"Authorization": f"Bearer {key}"}, timeout=30.0
+    )
 
 
 async def telemetry_read(gw: RunningGateway, within_s: float = 5.0) -> None:

@@ -11,8 +11,6 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
-import openai
 import pytest_asyncio
 from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.gateway.server import RunningGateway
-from tests.gateway.conftest import StartGateway, sdk
+from tests.gateway.conftest import StartGateway, keyed_http, sdk
 
 QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -38,8 +36,8 @@ async def phone_daemon(default_artifact: Path, tmp_path: Path) -> AsyncIterator[
 
 
 async def _scrape(gw: RunningGateway) -> dict[str, list[tuple[dict[str, str], float]]]:
-    async with httpx.AsyncClient() as http:
-        response = await http.get(f"http://127.0.0.1:{gw.port}/metrics")
+    async with keyed_http(gw) as http:
+        response = await http.get("/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(response.text):
@@ -118,5 +116,5 @@ async def test_models_lists_the_real_artifact(phone_daemon: RunningDaemon, start
     gw = await start_gw(phone_daemon)
     async with sdk(gw) as client:
         models = [m async for m in client.models.list()]
-    assert any(m.model_extra and m.model_extra.get("loaded") for m in models)
-    assert isinstance(client, openai.AsyncOpenAI)
+    loaded = [m for m in models if m.model_extra and m.model_extra.get("loaded")]
+    assert len(loaded) == 1 and loaded[0].id and loaded[0].owned_by == "edgellm"

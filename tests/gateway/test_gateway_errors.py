@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,8 +13,9 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
+from edgellm.common.tls import ServerTls
 from edgellm.gateway.config import GatewayConfig
-from tests.gateway.conftest import StartDaemon, StartGateway, sdk
+from tests.gateway.conftest import StartDaemon, StartGateway, keyed_http, sdk
 
 QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -120,7 +122,7 @@ async def test_health_is_200_with_a_model(gateway: Any) -> None:
     assert health.status_code == 200 and health.json()["status"] == "ok"
 
 
-async def test_the_daemons_token_is_sent_and_a_wrong_one_is_a_401(
+async def test_the_daemons_token_is_sent_and_a_wrong_one_is_a_502_that_blames_the_gateway(
     start_daemon: StartDaemon, start_gw: StartGateway
 ) -> None:
     daemon = await start_daemon(auth_token="device-secret")
@@ -130,8 +132,11 @@ async def test_the_daemons_token_is_sent_and_a_wrong_one_is_a_401(
         answer = await c.chat.completions.create(model="fake-model", messages=QUESTION, temperature=0)
         assert answer.choices[0].message.content
     async with sdk(bad) as c:
-        with pytest.raises(openai.AuthenticationError):
+        # Not a 401: the caller's key was right; the gateway's operator must fix its daemon token.
+        with pytest.raises(openai.InternalServerError) as caught:
             await c.chat.completions.create(model="fake-model", messages=QUESTION)
+    assert caught.value.status_code == 502 and "gateway's token" in caught.value.message
+    assert "token" not in caught.value.message.split("(request id")[1]  # no file locations passed on
 
 
 async def test_a_full_device_queue_is_a_429(start_daemon: StartDaemon, start_gw: StartGateway) -> None:
@@ -165,10 +170,16 @@ async def test_a_full_device_queue_is_a_429(start_daemon: StartDaemon, start_gw:
         await asyncio.gather(*running, return_exceptions=True)
 
 
-def test_the_gateway_refuses_to_serve_off_loopback_without_a_key() -> None:
-    with pytest.raises(ValueError, match="API key"):
-        GatewayConfig(host="0.0.0.0").validate()
-    GatewayConfig(host="0.0.0.0", api_key="k").validate()
+def test_the_gateway_refuses_to_serve_without_a_key_or_off_loopback_without_tls(tmp_path: Path) -> None:
+    tls = ServerTls(tmp_path / "cert.pem", tmp_path / "key.pem")
+    with pytest.raises(ValueError, match="without an API key"):
+        GatewayConfig().validate()  # loopback too
+    with pytest.raises(ValueError, match=r"--no-api-key is for 127\.0\.0\.1 only"):
+        GatewayConfig(host="0.0.0.0", no_api_key=True, tls=tls).validate()
+    with pytest.raises(ValueError, match="--tls-cert and --tls-key, or --tls-self-signed"):
+        GatewayConfig(host="0.0.0.0", api_key="k").validate()
+    GatewayConfig(no_api_key=True).validate()  # the explicit opt-out, on loopback
+    GatewayConfig(host="0.0.0.0", api_key="k", tls=tls).validate()
 
 
 async def test_an_unreachable_daemon_is_a_503_everywhere(start_gw: StartGateway) -> None:
@@ -179,8 +190,11 @@ async def test_an_unreachable_daemon_is_a_503_everywhere(start_gw: StartGateway)
     async with sdk(gw) as c:
         with pytest.raises(openai.InternalServerError) as caught:
             await c.chat.completions.create(model="", messages=QUESTION)
-    assert caught.value.status_code == 503 and "unavailable" in caught.value.message
-    async with httpx.AsyncClient() as http:
+    message = caught.value.message
+    assert caught.value.status_code == 503 and "daemon is not reachable" in message
+    # L9: the gRPC transport's text (addresses, "failed to connect") stays in the gateway's log.
+    assert str(dead) not in message and "ipv4" not in message and "connect" not in message
+    async with keyed_http(gw) as http:
         assert (await http.get(f"http://127.0.0.1:{gw.port}/health")).status_code == 503
         metrics = (await http.get(f"http://127.0.0.1:{gw.port}/metrics")).text
     assert "edgellm_device_up 0.0" in metrics

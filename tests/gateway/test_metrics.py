@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.gateway.server import RunningGateway
-from tests.gateway.conftest import StartGateway, gateway_of, sdk, telemetry_read
+from tests.gateway.conftest import StartGateway, gateway_of, keyed_http, sdk, telemetry_read
 
 
 async def _scrape(http: httpx.AsyncClient, gw: RunningGateway) -> dict[str, float]:
@@ -28,7 +28,7 @@ async def test_scrapes_read_the_cached_sample_not_the_device(
     watch = gateway_of(gw).watch
     await telemetry_read(gw)
     assert watch.samples == 1
-    async with httpx.AsyncClient() as http:
+    async with keyed_http(gw) as http:
         for _ in range(20):
             metrics = await _scrape(http, gw)
     assert watch.samples == 1  # twenty scrapes, still the one telemetry read
@@ -40,7 +40,7 @@ async def test_llama_server_counters_grow_with_each_request(
     gateway: RunningGateway, client: openai.AsyncOpenAI
 ) -> None:
     messages: list[openai.types.chat.ChatCompletionMessageParam] = [{"role": "user", "content": "Hi"}]
-    async with httpx.AsyncClient() as http:
+    async with keyed_http(gateway) as http:
         before = await _scrape(http, gateway)
         answer = await client.chat.completions.create(
             model="fake-model", messages=messages, max_tokens=4, temperature=0

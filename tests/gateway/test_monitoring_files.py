@@ -7,11 +7,10 @@ import re
 from importlib import resources
 from typing import Any
 
-import httpx
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs; types-PyYAML is not a dependency
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.gateway.conftest import StartDaemon, StartGateway, sdk, telemetry_read
+from tests.gateway.conftest import StartDaemon, StartGateway, keyed_http, sdk, telemetry_read
 
 MONITORING = resources.files("edgellm.deploy") / "monitoring"
 METRIC = re.compile(r"\b(?:edgellm_|llamacpp:)[a-z_:]+")
@@ -33,8 +32,8 @@ async def test_every_metric_on_the_dashboard_is_exported(
             model="fake-model", messages=[{"role": "user", "content": "Hi"}], max_tokens=2
         )
     await telemetry_read(gw)
-    async with httpx.AsyncClient() as http:
-        text = (await http.get(f"http://127.0.0.1:{gw.port}/metrics")).text
+    async with keyed_http(gw) as http:
+        text = (await http.get("/metrics")).text
     exported = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
     dashboard = json.loads((MONITORING / "grafana-dashboard.json").read_text())
     used = {m for e in _exprs(dashboard) for m in METRIC.findall(e)}
@@ -46,5 +45,6 @@ def test_the_scrape_config_labels_each_phone() -> None:
     config = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
     (job,) = config["scrape_configs"]
     assert job["metrics_path"] == "/metrics"
+    assert job["authorization"]["type"] == "Bearer"  # the gateway requires its key on /metrics
     groups = job["static_configs"]
     assert len(groups) >= 2 and all(g["labels"]["device"] for g in groups)

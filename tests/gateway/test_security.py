@@ -9,7 +9,8 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.gateway.security import host_allowed
-from tests.gateway.conftest import StartGateway, sdk
+from edgellm.gateway.server import RunningGateway
+from tests.gateway.conftest import KEY, StartGateway, keyed_http, sdk
 
 QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -34,9 +35,9 @@ async def test_the_api_key_is_required_when_set(start_gw: StartGateway, fake_dae
         assert ok.status_code == 200
 
 
-async def test_a_foreign_host_header_is_refused(gateway: object, start_gw: StartGateway) -> None:
-    port = gateway.port  # type: ignore[attr-defined]
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+async def test_a_foreign_host_header_is_refused(gateway: RunningGateway) -> None:
+    port = gateway.port
+    async with keyed_http(gateway) as http:
         refused = await http.get("/v1/models", headers={"Host": "evil.example:8080"})
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "host_not_allowed"
         assert (await http.get("/v1/models", headers={"Host": f"localhost:{port}"})).status_code == 200
@@ -44,7 +45,7 @@ async def test_a_foreign_host_header_is_refused(gateway: object, start_gw: Start
 
 async def test_an_allowed_host_name_is_served(start_gw: StartGateway, fake_daemon: RunningDaemon) -> None:
     gw = await start_gw(fake_daemon, allowed_hosts=("phone.lan",))
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.port}") as http:
+    async with keyed_http(gw) as http:
         assert (await http.get("/v1/models", headers={"Host": "phone.lan:8080"})).status_code == 200
 
 
@@ -54,7 +55,7 @@ async def test_a_browser_origin_is_refused_unless_configured(
     plain = await start_gw(fake_daemon)
     cors = await start_gw(fake_daemon, cors_origins=("http://localhost:3000",))
     body = {"model": "fake-model", "messages": QUESTION, "max_tokens": 2}
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}) as http:
         refused = await http.post(
             f"http://127.0.0.1:{plain.port}/v1/chat/completions",
             json=body,

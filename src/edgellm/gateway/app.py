@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator
 
 import grpc
@@ -21,6 +22,7 @@ from edgellm.gateway import upstream
 from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.device import DeviceCollector, DeviceWatch
 from edgellm.gateway.errors import ApiError, from_rpc_error
+from edgellm.gateway.limits import ConcurrencyLimit
 from edgellm.gateway.metrics import GatewayMetrics
 from edgellm.gateway.security import Guard
 from edgellm.gateway.service import Completions
@@ -40,7 +42,7 @@ class Gateway:
         self.watch = DeviceWatch(self.daemon, config.telemetry_period_s)
         self.registry.register(DeviceCollector(self.watch))
         self.sessions = SessionMap(config.session_capacity)
-        self.completions = Completions(self.daemon, self.watch, self.metrics, self.sessions)
+        self.completions = Completions(self.daemon, self.watch, self.metrics, self.sessions, config.limits)
 
     async def chat(self, request: Request) -> Response:
         """POST /v1/chat/completions."""
@@ -55,7 +57,7 @@ class Gateway:
         try:
             listing = await upstream.models(self.daemon)
         except grpc.aio.AioRpcError as err:
-            return _error(from_rpc_error(err))
+            return _rpc_error(err)
         data = [
             {
                 "id": m.name or m.artifact_id,
@@ -75,7 +77,7 @@ class Gateway:
         try:
             st = await upstream.status(self.daemon)
         except grpc.aio.AioRpcError as err:
-            return _error(from_rpc_error(err))
+            return _rpc_error(err)
         if not st.HasField("model"):
             return _error(
                 ApiError(503, "Loading model: no model is loaded on the device", kind="unavailable_error")
@@ -101,14 +103,25 @@ class Gateway:
 
 
 def _error(err: ApiError) -> Response:
-    return JSONResponse(err.body(), status_code=err.status)
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers())
+
+
+def _rpc_error(err: grpc.aio.AioRpcError) -> Response:
+    """A daemon error on a non-completion route: the short message out, the details in the log."""
+    request_id = uuid.uuid4().hex[:24]
+    log.info("daemon_refused", request_id=request_id, code=err.code().name, details=err.details())
+    return _error(from_rpc_error(err, request_id=request_id))
 
 
 def build_app(config: GatewayConfig, daemon: AioDaemon | None = None) -> Starlette:
     """The gateway as an ASGI app (the guard runs first; CORS only for configured origins)."""
     config.validate()
     gw = Gateway(config, daemon)
-    middleware = [Middleware(Guard, config=config)]
+    # The guard first (refusals cost nothing), then the in-flight cap on completions.
+    middleware = [
+        Middleware(Guard, config=config),
+        Middleware(ConcurrencyLimit, limit=config.limits.max_concurrent),
+    ]
     if config.cors_origins:
         middleware.append(
             Middleware(

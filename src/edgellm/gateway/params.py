@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from edgellm.client.client import SPECULATION
 from edgellm.client.sampling import RECOMMENDED
+from edgellm.gateway.config import Limits
 from edgellm.gateway.errors import ApiError, invalid, unsupported
 from edgellm.v1 import common_pb2, device_pb2
 
@@ -45,6 +46,7 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 MAX_STOP = 4  # OpenAI's limit
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+UINT32 = 2**32  # the wire's top_k, token ids and max_new_tokens are uint32
 
 
 @dataclass(frozen=True)
@@ -60,26 +62,31 @@ class Parsed:
     messages: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
 
-def parse(kind: Kind, body: Any, max_tokens_cap: int) -> Parsed:
-    """Check an OpenAI body and build the GenerateRequest; raise ApiError (400) naming the field."""
+def parse(kind: Kind, body: Any, max_tokens_cap: int, limits: Limits | None = None) -> Parsed:
+    """Check an OpenAI body and build the GenerateRequest; raise ApiError (400) naming the field.
+
+    MAX_TOKENS_CAP is the daemon's cap (the chat default); LIMITS are the gateway's own caps.
+    """
+    lim = limits or Limits()
     if not isinstance(body, dict):
         raise invalid("the request body must be a JSON object")
     _refuse_unknown(body, _CHAT if kind == "chat" else _COMPLETION)
     model = _opt(body, "model", str) or ""
-    request = device_pb2.GenerateRequest(model=model, sampling=_sampling(body))
-    default_max = max_tokens_cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, max_tokens_cap)
-    request.max_new_tokens = _max_tokens(body, default_max)
+    request = device_pb2.GenerateRequest(model=model, sampling=_sampling(body, lim.max_logit_bias))
+    cap = min(max_tokens_cap, lim.max_tokens)
+    default_max = cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, cap)
+    request.max_new_tokens = _max_tokens(body, default_max, lim.max_tokens)
     request.stop.extend(_stop(body))
     request.speculation = _speculation(body)
     messages: tuple[tuple[str, str], ...] = ()
     if kind == "chat":
-        messages = _messages(body)
+        messages = _messages(body, lim.max_message_chars)
         request.messages.extend(common_pb2.ChatMessage(role=r, content=c) for r, c in messages)
         constraint = _response_format(body)
         if constraint is not None:
             request.constraint.CopyFrom(constraint)
     else:
-        request.prompt = _prompt(body)
+        request.prompt = _prompt(body, lim.max_message_chars)
     stream = bool(_opt(body, "stream", bool))
     options = _opt(body, "stream_options", dict) or {}
     if options and not stream:
@@ -135,7 +142,7 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def _sampling(body: dict[str, Any]) -> device_pb2.SamplingParams:
+def _sampling(body: dict[str, Any], max_logit_bias: int) -> device_pb2.SamplingParams:
     # Why not OpenAI's defaults (temperature 1, top_p 1, no penalty): the bundled small model
     # answers nonsense at temperature 1 ("capital of France" -> French word salad). An omitted
     # field takes the client's measured defaults instead, as Ollama takes the model's own.
@@ -148,15 +155,15 @@ def _sampling(body: dict[str, Any]) -> device_pb2.SamplingParams:
     p.repetition_penalty = _number(body, "repetition_penalty", 0.0, 10.0) or 1.0
     top_k = _opt(body, "top_k", int)
     if top_k is not None:
-        if top_k < 0:
-            raise invalid(f"'top_k' must be >= 0, got {top_k}", "top_k")
+        if not 0 <= top_k < UINT32:
+            raise invalid(f"'top_k' must be within 0..{UINT32 - 1} (0 = off), got {top_k}", "top_k")
         p.top_k = top_k
     seed = _opt(body, "seed", int)
     if seed is not None:
         if not 0 <= seed < 2**64:
             raise invalid(f"'seed' must be a non-negative 64-bit integer, got {seed}", "seed")
         p.seed = seed
-    for token, bias in _logit_bias(body).items():
+    for token, bias in _logit_bias(body, max_logit_bias).items():
         p.logit_bias[token] = bias
     return p
 
@@ -168,16 +175,18 @@ def _speculation(body: dict[str, Any]) -> device_pb2.Speculation.ValueType:
     return SPECULATION[value]
 
 
-def _logit_bias(body: dict[str, Any]) -> dict[int, float]:
+def _logit_bias(body: dict[str, Any], max_entries: int) -> dict[int, float]:
     """OpenAI's logit_bias: token ids (as JSON object keys, so strings) → bias in -100..100."""
     raw = _opt(body, "logit_bias", dict) or {}
+    if len(raw) > max_entries:
+        raise invalid(f"logit_bias takes at most {max_entries} entries, got {len(raw)}", "logit_bias")
     out: dict[int, float] = {}
     for key, value in raw.items():
-        try:
-            token = int(key)
-        except ValueError:
-            raise invalid(f"logit_bias keys must be token ids, got {key!r}", "logit_bias") from None
-        if token < 0 or isinstance(value, bool) or not isinstance(value, int | float):
+        # Digits only, and at most 10 of them: int() would also take " 1", "1_0" and 4,300 digits.
+        if not (isinstance(key, str) and 0 < len(key) <= 10 and key.isascii() and key.isdigit()):
+            raise invalid(f"logit_bias keys must be token ids, got {key[:40]!r}", "logit_bias")
+        token = int(key)
+        if token >= UINT32 or isinstance(value, bool) or not isinstance(value, int | float):
             raise invalid(f"logit_bias[{key!r}] must map a token id >= 0 to a number", "logit_bias")
         if not -100 <= value <= 100:
             raise invalid(f"logit_bias[{key!r}] must be between -100 and 100, got {value}", "logit_bias")
@@ -185,13 +194,17 @@ def _logit_bias(body: dict[str, Any]) -> dict[int, float]:
     return out
 
 
-def _max_tokens(body: dict[str, Any], default: int) -> int:
+def _max_tokens(body: dict[str, Any], default: int, cap: int) -> int:
     value = None
     for key in ("max_completion_tokens", "max_tokens"):
         given = _opt(body, key, int)
         if given is not None:
             if given < 1:
                 raise invalid(f"'{key}' must be at least 1, got {given}", key)
+            if given > cap:
+                raise invalid(
+                    f"'{key}' must be at most {cap} (the gateway's --max-tokens-cap), got {given}", key
+                )
             value = given if value is None else value
     return default if value is None else value
 
@@ -208,7 +221,7 @@ def _stop(body: dict[str, Any]) -> list[str]:
     return [s for s in items if s]
 
 
-def _messages(body: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def _messages(body: dict[str, Any], max_chars: int) -> tuple[tuple[str, str], ...]:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise invalid("'messages' must be a non-empty list", "messages")
@@ -224,7 +237,13 @@ def _messages(body: dict[str, Any]) -> tuple[tuple[str, str], ...]:
             raise invalid(
                 f"messages[{i}].role must be one of {sorted(_ROLES)}, got {role!r}", f"messages[{i}].role"
             )
-        out.append((_ROLES[role], _content(m.get("content"), i)))
+        text = _content(m.get("content"), i)
+        if len(text) > max_chars:
+            raise invalid(
+                f"messages[{i}].content has {len(text)} characters; the gateway's cap is {max_chars}",
+                f"messages[{i}].content",
+            )
+        out.append((_ROLES[role], text))
     return tuple(out)
 
 
@@ -247,7 +266,7 @@ def _content(content: Any, i: int) -> str:
     raise invalid(f"messages[{i}].content must be a string or a list of text parts", f"messages[{i}].content")
 
 
-def _prompt(body: dict[str, Any]) -> str:
+def _prompt(body: dict[str, Any], max_chars: int) -> str:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
@@ -255,6 +274,8 @@ def _prompt(body: dict[str, Any]) -> str:
         raise unsupported("prompt", "give one string (batches and token-id prompts are not supported)")
     if not isinstance(prompt, str) or not prompt:
         raise invalid("'prompt' must be a non-empty string", "prompt")
+    if len(prompt) > max_chars:
+        raise invalid(f"'prompt' has {len(prompt)} characters; the gateway's cap is {max_chars}", "prompt")
     return prompt
 
 

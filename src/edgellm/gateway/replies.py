@@ -17,29 +17,35 @@ FINISH = {
 }
 
 
-def usage(stats: device_pb2.GenerateStats) -> dict[str, Any]:
-    """OpenAI usage; cached_tokens are the prompt tokens the device's session cache already held."""
-    cached = max(stats.prompt_tokens - stats.prefilled_tokens, 0)
-    return {
+def usage(stats: device_pb2.GenerateStats, report_cache: bool = True) -> dict[str, Any]:
+    """OpenAI usage; cached_tokens are the prompt tokens the device's session cache already held
+    (left out when REPORT_CACHE is false: a client-named session, where it would be a prefix oracle)."""
+    out: dict[str, Any] = {
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.completion_tokens,
         "total_tokens": stats.prompt_tokens + stats.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached},
     }
+    if report_cache:
+        out["prompt_tokens_details"] = {"cached_tokens": max(stats.prompt_tokens - stats.prefilled_tokens, 0)}
+    return out
 
 
-def timings(stats: device_pb2.GenerateStats) -> dict[str, Any]:
+def timings(stats: device_pb2.GenerateStats, report_cache: bool = True) -> dict[str, Any]:
     """llama-server's `timings` extension, as the device measured them (queue_ms is edgellm's own).
 
     prompt_ms is the device's TTFT less its queue wait; predicted_* cover the tokens after the first.
+    Without REPORT_CACHE the prompt_* figures (they count the tokens prefilled) are left out.
     """
     prompt_ms = max(stats.ttft_ms - stats.queue_ms, 0.0)
     predicted_ms = max(stats.total_ms - stats.ttft_ms, 0.0)
     predicted_n = max(stats.completion_tokens - 1, 0)
-    return {
+    prompt = {
         "prompt_n": stats.prefilled_tokens,
         "prompt_ms": round(prompt_ms, 3),
         "prompt_per_second": round(stats.prefill_tokens_per_second, 3),
+    }
+    return {
+        **(prompt if report_cache else {}),
         "predicted_n": predicted_n,
         "predicted_ms": round(predicted_ms, 3),
         "predicted_per_second": round(stats.decode_tokens_per_second, 3),
@@ -50,7 +56,10 @@ def timings(stats: device_pb2.GenerateStats) -> dict[str, Any]:
 class Shaper:
     """Builds every object of one answer with the same id, creation time and model name."""
 
-    def __init__(self, kind: Kind, request_id: str, model: str, include_usage: bool = False) -> None:
+    def __init__(
+        self, kind: Kind, request_id: str, model: str, include_usage: bool = False, report_cache: bool = True
+    ) -> None:
+        self.report_cache = report_cache
         self.kind = kind
         self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + request_id
         self.created = int(time.time())
@@ -73,7 +82,12 @@ class Shaper:
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
             head = self._head("text_completion")
-        return {**head, "choices": [choice], "usage": usage(stats), "timings": timings(stats)}
+        return {
+            **head,
+            "choices": [choice],
+            "usage": usage(stats, self.report_cache),
+            "timings": timings(stats, self.report_cache),
+        }
 
     def chunk(
         self,
@@ -95,10 +109,10 @@ class Shaper:
         if self.include_usage:
             out["usage"] = None
         if stats is not None:
-            out["timings"] = timings(stats)
+            out["timings"] = timings(stats, self.report_cache)
         return out
 
     def usage_chunk(self, stats: device_pb2.GenerateStats) -> dict[str, Any]:
         """The last chunk when stream_options.include_usage: no choices, the usage."""
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
-        return {**self._head(obj), "choices": [], "usage": usage(stats)}
+        return {**self._head(obj), "choices": [], "usage": usage(stats, self.report_cache)}

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edgellm.gateway.config import GatewayConfig
-from edgellm.gateway.errors import ApiError
+from edgellm.gateway.errors import ApiError, send_error
+from edgellm.gateway.keys import KeyFile
 
 OPEN_PATHS = frozenset({"/health"})  # supervisors and load balancers probe without the key
 
@@ -54,6 +54,11 @@ class Guard:
     def __init__(self, app: ASGIApp, config: GatewayConfig) -> None:
         self.app = app
         self.config = config
+        self.key_file = KeyFile(config.api_key_file) if config.api_key_file is not None else None
+
+    def key(self) -> str:
+        """The key clients must send now ('' = none: --no-api-key on loopback)."""
+        return self.key_file.current() if self.key_file is not None else self.config.api_key or ""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse in OpenAI's error shape, or pass on."""
@@ -65,20 +70,8 @@ class Guard:
         if refusal is None:
             await self.app(scope, receive, send)
             return
-        body = json.dumps(refusal.body()).encode()
         extra = [(b"www-authenticate", b"Bearer")] if refusal.status == 401 else []
-        await send(
-            {
-                "type": "http.response.start",
-                "status": refusal.status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    *extra,
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, refusal, extra)
 
     def _check(self, scope: Scope, headers: dict[str, str]) -> ApiError | None:
         c = self.config
@@ -94,10 +87,14 @@ class Guard:
                 403, f"Origin {origin!r} is not allowed: browsers are refused unless --cors-origin names it",
                 code="origin_not_allowed", kind="permission_error",
             )  # fmt: skip
-        keyed = c.api_key and scope["path"] not in OPEN_PATHS and scope["method"] != "OPTIONS"
-        if keyed and not bearer_ok(headers.get("authorization", ""), c.api_key or ""):
+        if scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":
+            return None
+        key = self.key()
+        if key and not bearer_ok(headers.get("authorization", ""), key):
             return ApiError(
-                401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' (see --api-key-file)",
+                401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' (the OpenAI SDK's "
+                "api_key=); the key is in the file the gateway printed at start (default "
+                "~/.config/edgellm/gateway-key)",
                 code="invalid_api_key", kind="authentication_error",
             )  # fmt: skip
         return None

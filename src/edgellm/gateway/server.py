@@ -12,9 +12,14 @@ from edgellm.client.aio import AioDaemon
 from edgellm.gateway.app import build_app
 from edgellm.gateway.config import GatewayConfig
 
+# h11's cap on a request line plus headers (its default, stated so it stays): a larger head is a 431.
+MAX_HEAD_BYTES = 16 * 1024
+
 
 def uvicorn_config(config: GatewayConfig, daemon: AioDaemon | None = None) -> uvicorn.Config:
-    """uvicorn settings: h11, asyncio, our structlog (no uvicorn log config), no access log."""
+    """uvicorn settings: h11, asyncio, our structlog (no uvicorn log config), no access log, TLS
+    when configured, and connection caps (M4)."""
+    tls = config.tls
     return uvicorn.Config(
         build_app(config, daemon),
         host=config.host,
@@ -25,6 +30,13 @@ def uvicorn_config(config: GatewayConfig, daemon: AioDaemon | None = None) -> uv
         log_config=None,
         access_log=False,
         server_header=False,
+        ssl_certfile=str(tls.cert) if tls is not None else None,
+        ssl_keyfile=str(tls.key) if tls is not None else None,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        # Why above --max-concurrent: uvicorn counts open connections (idle keep-alive ones too) and
+        # answers a bare-text 503 past this; the gateway's own 429 (limits.py) should come first.
+        limit_concurrency=4 * config.limits.max_concurrent + 16,
+        timeout_keep_alive=5,
     )
 
 
@@ -35,11 +47,12 @@ class RunningGateway:
     server: uvicorn.Server
     task: asyncio.Task[None]
     port: int
+    scheme: str = "http"
 
     @property
     def url(self) -> str:
         """The OpenAI base URL."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.scheme}://127.0.0.1:{self.port}/v1"
 
     async def stop(self) -> None:
         """Stop serving and wait for the server to finish."""
@@ -58,7 +71,7 @@ async def start_gateway(config: GatewayConfig, daemon: AioDaemon | None = None) 
             raise RuntimeError("the gateway stopped before it started")
         await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
-    return RunningGateway(server, task, port)
+    return RunningGateway(server, task, port, "https" if config.tls is not None else "http")
 
 
 def serve(config: GatewayConfig) -> None:

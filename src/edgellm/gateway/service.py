@@ -17,8 +17,10 @@ from starlette.responses import JSONResponse, Response
 from edgellm.client.aio import AioDaemon
 from edgellm.common.logs import get_logger
 from edgellm.gateway import upstream
+from edgellm.gateway.config import Limits
 from edgellm.gateway.device import DeviceWatch
 from edgellm.gateway.errors import ApiError, from_rpc_error, invalid
+from edgellm.gateway.limits import read_body
 from edgellm.gateway.metrics import GatewayMetrics
 from edgellm.gateway.params import Kind, Parsed, parse
 from edgellm.gateway.replies import FINISH, Shaper
@@ -36,62 +38,97 @@ class Completions:
     """Serves /v1/chat/completions and /v1/completions against one daemon."""
 
     def __init__(
-        self, daemon: AioDaemon, watch: DeviceWatch, metrics: GatewayMetrics, sessions: SessionMap
+        self,
+        daemon: AioDaemon,
+        watch: DeviceWatch,
+        metrics: GatewayMetrics,
+        sessions: SessionMap,
+        limits: Limits | None = None,
     ) -> None:
         self.daemon = daemon
         self.watch = watch
         self.metrics = metrics
         self.sessions = sessions
+        self.limits = limits or Limits()
 
     async def handle(self, kind: Kind, request: Request) -> Response:
         """Answer one completion request (streamed or whole)."""
         started = time.perf_counter()
         endpoint = "chat" if kind == "chat" else "completions"
+        request_id = uuid.uuid4().hex[:24]
         try:
-            response = await self._handle(kind, request, endpoint, started)
+            response = await self._handle(kind, request, endpoint, started, request_id)
         except ApiError as err:
             self.metrics.answered(endpoint, err.status, started)
-            return JSONResponse(err.body(), status_code=err.status)
+            return JSONResponse(err.body(), status_code=err.status, headers=err.headers())
+        except Exception:  # a bug must still answer in OpenAI's shape, and say nothing of its insides
+            log.exception("gateway_failed", request_id=request_id)
+            self.metrics.answered(endpoint, 500, started)
+            failed = ApiError(
+                500, f"the gateway failed (request id {request_id}; its log has the details)",
+                code="internal_error", kind="server_error",
+            )  # fmt: skip
+            return JSONResponse(failed.body(), status_code=500)
         if not isinstance(response, EventStream):
             self.metrics.answered(endpoint, response.status_code, started)
         return response
 
-    async def _handle(self, kind: Kind, request: Request, endpoint: str, started: float) -> Response:
+    async def _handle(
+        self, kind: Kind, request: Request, endpoint: str, started: float, request_id: str
+    ) -> Response:
+        raw = await read_body(request, self.limits.max_body_bytes)
+        nested = invalid("the request body is nested too deeply")
         try:
-            body = json.loads(await request.body())
-        except ValueError as err:
-            raise invalid(f"the request body is not valid JSON: {err}") from None
-        parsed = parse(kind, body, self._max_tokens_cap())
+            body = json.loads(raw)
+        except RecursionError:  # L2: json.loads recurses once per nesting level
+            raise nested from None
+        except ValueError as err:  # not JSON, not UTF-8, or an int of over 4,300 digits
+            raise invalid(f"the request body is not valid JSON: {str(err)[:200]}") from None
+        try:
+            parsed = parse(kind, body, self._max_tokens_cap(), self.limits)
+        except RecursionError:  # comparing or re-encoding a body parsed just under the limit
+            raise nested from None
         req = parsed.request
-        req.request_id = uuid.uuid4().hex[:24]
+        req.request_id = request_id
+        # The caller's key as sent (the guard already checked it): sessions are scoped to it.
+        scope = self.sessions.scope(request.headers.get("authorization", ""), parsed.user)
         explicit = request.headers.get(SESSION_HEADER, "")
-        if kind == "chat":
-            req.session_id = self.sessions.session_for(parsed.messages, parsed.user, explicit)
-        elif explicit:
-            req.session_id = self.sessions.session_for((), parsed.user, explicit)
-        shaper = Shaper(kind, req.request_id, parsed.model or self._model_name(), parsed.include_usage)
+        if kind == "chat" or explicit:
+            messages = parsed.messages if kind == "chat" else ()
+            req.session_id = self.sessions.session_for(messages, scope, explicit)
+        shaper = Shaper(
+            kind,
+            req.request_id,
+            parsed.model or self._model_name(),
+            parsed.include_usage,
+            # L4: with an id the client chose, how much of the prompt was cached would tell it how
+            # much of that session's conversation it guessed right; say nothing about it.
+            report_cache=not explicit,
+        )
         self.metrics.begin()
         try:
             stream = await Stream.open(self.daemon, req)
         except grpc.aio.AioRpcError as err:
             self.metrics.end()
-            raise await self._api_error(err, parsed) from None
+            raise await self._api_error(err, req.request_id, parsed) from None
         except BaseException:
             self.metrics.end()
             raise
         self.metrics.first_token(endpoint, started)
         if parsed.stream:  # ended by the events' `finally`, or on_close if they never started
             return EventStream(
-                self._events(stream, shaper, parsed, endpoint, started),
+                self._events(stream, shaper, parsed, endpoint, started, scope),
                 on_close=lambda: self._closed(stream, endpoint, 499, started),
             )
         try:
-            return await self._whole(stream, shaper, parsed, request)
+            return await self._whole(stream, shaper, parsed, request, scope)
         finally:
             self.metrics.end()
 
     # -- whole answers -------------------------------------------------------------------------------
-    async def _whole(self, stream: Stream, shaper: Shaper, parsed: Parsed, request: Request) -> Response:
+    async def _whole(
+        self, stream: Stream, shaper: Shaper, parsed: Parsed, request: Request, scope: str
+    ) -> Response:
         collect = asyncio.ensure_future(self._collect(stream))
         gone = asyncio.ensure_future(_disconnected(request))
         try:
@@ -108,8 +145,8 @@ class Completions:
         try:
             text, last = collect.result()
         except grpc.aio.AioRpcError as err:
-            raise await self._api_error(err) from None
-        self._finished(parsed, text, last)
+            raise await self._api_error(err, parsed.request.request_id) from None
+        self._finished(parsed, text, last, scope)
         return JSONResponse(shaper.whole(text, FINISH.get(last.finish_reason, "stop"), last.stats))
 
     async def _collect(self, stream: Stream) -> tuple[str, device_pb2.GenerateResponse]:
@@ -128,6 +165,7 @@ class Completions:
         parsed: Parsed,
         endpoint: str,
         started: float,
+        scope: str,
     ) -> AsyncGenerator[bytes]:
         parts: list[str] = []
         first = True
@@ -142,10 +180,10 @@ class Completions:
                     yield event(shaper.chunk("", FINISH.get(msg.finish_reason, "stop"), stats=msg.stats))
                     if parsed.include_usage:
                         yield event(shaper.usage_chunk(msg.stats))
-                    self._finished(parsed, "".join(parts), msg)
+                    self._finished(parsed, "".join(parts), msg, scope)
             yield DONE
         except grpc.aio.AioRpcError as err:  # after the first token: the status line is sent already
-            api = await self._api_error(err)
+            api = await self._api_error(err, parsed.request.request_id)
             status = api.status
             yield event(api.body())
             yield DONE
@@ -162,20 +200,25 @@ class Completions:
             self.metrics.answered(endpoint, status, started)
 
     # -- shared ----------------------------------------------------------------------------------------
-    def _finished(self, parsed: Parsed, text: str, last: device_pb2.GenerateResponse) -> None:
+    def _finished(self, parsed: Parsed, text: str, last: device_pb2.GenerateResponse, scope: str) -> None:
         self.metrics.finished(last.stats)
         if parsed.kind == "chat" and last.finish_reason != device_pb2.FINISH_REASON_CANCELLED:
-            self.sessions.remember(parsed.request.session_id, parsed.messages, text, parsed.user)
+            self.sessions.remember(parsed.request.session_id, parsed.messages, text, scope)
 
-    async def _api_error(self, err: grpc.aio.AioRpcError, parsed: Parsed | None = None) -> ApiError:
+    async def _api_error(
+        self, err: grpc.aio.AioRpcError, request_id: str, parsed: Parsed | None = None
+    ) -> ApiError:
         loaded = None
         if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
             loaded = await upstream.model_loaded(self.daemon)
-        api = from_rpc_error(err, loaded)
+        api = from_rpc_error(err, loaded, request_id)
         if api.status == 400 and parsed is not None and parsed.request.HasField("constraint"):
             # The device refuses what it cannot enforce; name the field that asked for it.
             api.param = "response_format"
-        log.info("daemon_refused", code=err.code().name, details=err.details(), http_status=api.status)
+        log.info(
+            "daemon_refused", request_id=request_id, code=err.code().name, details=err.details(),
+            http_status=api.status,
+        )  # fmt: skip
         return api
 
     def _max_tokens_cap(self) -> int:

@@ -1,0 +1,74 @@
+"""The gateway's API key: made on first start (0600, like the daemon's token), rotated, re-read.
+
+The key lives in `<config dir>/gateway-key` (`~/.config/edgellm/gateway-key`). The gateway makes it
+on its first start unless given `--api-key-file`, `$EDGELLM_GATEWAY_API_KEY` or (loopback only)
+`--no-api-key`. `edgellm token rotate` calls `rotate_gateway_key`; a running gateway notices the new
+file (`KeyFile.current` re-reads it when its inode or mtime changes) and refuses the old key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from edgellm.common.errors import FailedPrecondition
+from edgellm.common.logs import get_logger
+from edgellm.common.tokens import config_dir, new_token, read_token_file, write_secret, write_secret_exclusive
+
+log = get_logger(__name__)
+GATEWAY_KEY_FILE = "gateway-key"
+
+
+def gateway_key_path() -> Path:
+    """Where the gateway's own key lives: `<config dir>/gateway-key`."""
+    return config_dir() / GATEWAY_KEY_FILE
+
+
+def read_key_file(path: Path) -> str:
+    """The key in PATH; refuse a link, a file others can read, or an empty file (never "no key")."""
+    if path.is_symlink():
+        raise FailedPrecondition(f"{path} is a symbolic link; an API key file must be a regular file")
+    return read_token_file(path)
+
+
+def ensure_gateway_key(path: Path) -> str:
+    """The key in PATH, made (random, 0600, exclusive create) when the file does not exist yet."""
+    if not path.exists() and not path.is_symlink():
+        with contextlib.suppress(FileExistsError):  # two first starts: the one that lost reads the winner's
+            write_secret_exclusive(path, new_token())
+    return read_key_file(path)
+
+
+def rotate_gateway_key(path: Path) -> str:
+    """Replace the key in PATH with a new random one, atomically (0600); return it."""
+    key = new_token()
+    write_secret(path, key)
+    return key
+
+
+class KeyFile:
+    """A key file a running gateway checks against; re-read when it changes (rotation)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._key = ""
+        self.current()  # fail at start, not at the first request, when the file is bad
+
+    def current(self) -> str:
+        """The key now in the file (a stat per call; the file is read again only when it changed).
+
+        A file that became unreadable or bad keeps the last good key (logged): a broken rotation
+        must not open the gateway, and refusing every client would be worse than the old key.
+        """
+        try:
+            st = self.path.stat()
+            stamp = (st.st_ino, st.st_mtime_ns)
+            if stamp != self._stamp:
+                self._key = read_key_file(self.path)
+                self._stamp = stamp
+        except (OSError, FailedPrecondition) as err:
+            if not self._key:
+                raise
+            log.warning("gateway_key_unreadable", path=str(self.path), error=str(err))
+        return self._key
