@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from edgellm.client.channel import ChannelSecurity
 from edgellm.common.tokens import CONFIG_DIR_ENV
 from edgellm.deploy.adb import AdbServer
 from edgellm.deploy.device import DeployConfig, DeployIO
@@ -74,7 +75,13 @@ def rig(phone_daemon: ThreadDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # The phone's daemon has a real token, which the fake phone's installer "made"; the host's
     # config dir is this test's own, so the token the deploy fetches lands where a client looks.
     monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "host-config"))
-    phone = FakePhone(ports={50051: phone_daemon.running.port}, daemon_token=phone_daemon.running.token or "")
+    tls = phone_daemon.running.security.tls
+    assert tls is not None  # the daemon serves TLS by default; the deploy pins its certificate
+    phone = FakePhone(
+        ports={50051: phone_daemon.running.port},
+        daemon_token=phone_daemon.running.token or "",
+        daemon_cert=tls.cert.read_text(),
+    )
     output: list[str] = []
     prompts: list[str] = []
 
@@ -82,8 +89,10 @@ def rig(phone_daemon: ThreadDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPa
         prompts.append(text)
         return True
 
-    def installer(target: str, artifact: Path, token: str) -> str:
-        assert token == phone_daemon.running.token  # the deploy pushes with the phone's token
+    def installer(target: str, artifact: Path, security: ChannelSecurity) -> str:
+        # The deploy pushes with the phone's token, to the phone's certificate only.
+        assert security.token == phone_daemon.running.token
+        assert security.tls is not None and security.tls.roots == tls.cert.read_bytes()
         output.append(f"installer {target} {artifact.name}")
         phone_daemon.set_serving()
         return "smollm2-135m-q4"

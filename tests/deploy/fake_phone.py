@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgellm.deploy.channel import BASH, HOME, PREFIX, PROLOGUE_MARKER
-from edgellm.deploy.flow import DAEMON_LOG, SERVICE_START, STAMP_PATH, TOKEN_PATH
+from edgellm.deploy.flow import CERT_PATH, DAEMON_LOG, SERVICE_START, STAMP_PATH, TOKEN_PATH
 
 SERVICE_DIR = f"{PREFIX}/var/service/edgellm"
 BOOT_SCRIPT = f"{HOME}/.termux/boot/start-edgellm"
@@ -41,6 +41,7 @@ class FakePhone:
     doze_whitelist: set[str] = field(default_factory=set)
     service: str = "absent"  # absent | down | run
     daemon_token: str = ""  # what install.sh writes to ~/.edgellm/token (the real daemon's token)
+    daemon_cert: str = ""  # what the daemon's first start writes to ~/.edgellm/tls/cert.pem (its real one)
     install_fails: bool = False
     install_runs: int = 0
     restarts: int = 0
@@ -175,6 +176,8 @@ class FakePhone:
         self.files[BOOT_SCRIPT] = self.files[f"{deploy_dir}/start-edgellm"]
         self.files[STAMP_PATH] = (stamp + "\n").encode()
         self.files.setdefault(TOKEN_PATH, (self.daemon_token + "\n").encode())
+        if self.daemon_cert:  # the real daemon's first start made it (the fake's service "starts" it)
+            self.files.setdefault(CERT_PATH, self.daemon_cert.encode())
         self.files.setdefault(DAEMON_LOG, b"2026-12-02 daemon_listening port=50051\n")
         if self.service == "absent":
             self.service = "down"

@@ -22,13 +22,15 @@ SCRIPT = textwrap.dedent(
     from edgellm.cli import build_parser
     from edgellm.device.cli import config_from
     from edgellm.device.rpc.server import start_server
+    from edgellm.client.channel import ChannelSecurity, open_aio_channel
     from grpc_health.v1 import health_pb2, health_pb2_grpc
-    import grpc
 
     ns = build_parser().parse_args(["daemon", "--port", "0", "--data-dir", sys.argv[1]])
     async def main():
         running = await start_server(config_from(ns))
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:
+        # The daemon serves TLS (its self-signed certificate, made now): trust exactly that one.
+        trust = ChannelSecurity(None, tls=running.client_tls())
+        async with open_aio_channel(f"127.0.0.1:{running.port}", trust) as ch:
             r = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
         await running.stop(0)
         print("health", health_pb2.HealthCheckResponse.ServingStatus.Name(r.status))

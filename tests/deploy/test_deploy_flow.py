@@ -62,7 +62,10 @@ def assert_only_real_commands(rig: Rig) -> None:
 
 
 def health(port: int) -> str:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+    """Health through the forward, trusting what the deploy trusted (no token: health needs none)."""
+    from edgellm.client.channel import ChannelSecurity, open_channel, trusted_tls
+
+    with open_channel(f"127.0.0.1:{port}", ChannelSecurity(None, tls=trusted_tls(ChannelSecurity()))) as ch:
         r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
         return str(health_pb2.HealthCheckResponse.ServingStatus.Name(r.status))
 
@@ -311,7 +314,7 @@ def test_missing_plugins_only_warn(rig: Rig) -> None:
 
 def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> None:
     """After the deploy, the real push client reaches the (real) daemon through the fake's forward."""
-    from edgellm.client.channel import open_channel
+    from edgellm.client.channel import ChannelSecurity, open_channel
     from edgellm.deploy.device import push_artifact
     from edgellm.v1 import device_pb2, device_pb2_grpc
     from tests.manifests import manifest_for
@@ -325,10 +328,13 @@ def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> No
     target = f"127.0.0.1:{rig.config.local_port}"
     token = rig.daemon.running.token
     assert token is not None
-    artifact_id = push_artifact(target, art, token)
-    with open_channel(target) as ch:  # no flags: the token the deploy fetched, from the host's config
+    # No flags: the token and the certificate the deploy fetched, from the host's config dir.
+    found = ChannelSecurity.find()
+    assert found.token == token
+    artifact_id = push_artifact(target, art, found)
+    with open_channel(target) as ch:
         status = device_pb2_grpc.DeviceDaemonStub(ch).GetArtifactStatus(
             device_pb2.GetArtifactStatusRequest(artifact_id=artifact_id), timeout=10
         )
     assert status.installed
-    assert push_artifact(target, art, token) == artifact_id  # a second push sends nothing new
+    assert push_artifact(target, art, found) == artifact_id  # a second push sends nothing new

@@ -9,8 +9,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from edgellm.common.tls import ClientTls
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
 from edgellm.deploy.adb import DeployError
 from edgellm.deploy.flow import wait_health
@@ -47,9 +49,14 @@ def test_s4_service_restarts_serving_an_artifact_id(default_artifact: Path, tmp_
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(["sh", str(RUN)], env=env, stdout=log_file, stderr=subprocess.STDOUT)
         try:
+            cert = home / ".edgellm" / "tls" / "cert.pem"  # made on this first start, before it listens
+            deadline = time.monotonic() + 120
+            while not cert.is_file() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
             try:
-                status = wait_health(f"127.0.0.1:{port}", timeout=120, want_serving=True)
-            except DeployError as e:
+                tls = ClientTls(roots=cert.read_bytes())
+                status = wait_health(f"127.0.0.1:{port}", timeout=120, want_serving=True, tls=tls)
+            except (DeployError, OSError) as e:
                 raise AssertionError(f"{e}; rc={proc.poll()}\n{log_path.read_text()[-3000:]}") from e
             assert status == "SERVING"
         finally:

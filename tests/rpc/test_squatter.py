@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 import pytest_asyncio
 
 from edgellm.cli import main
+from edgellm.client.aio import connect
 from edgellm.client.channel import ChannelSecurity
 from edgellm.common.pins import known_certs, trust_of
 from edgellm.common.tls import ServerTls, fingerprint, generate_self_signed
@@ -27,6 +29,8 @@ from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV, write_sec
 from edgellm.deploy.adb import DeployError
 from edgellm.deploy.device import default_artifact_installer
 from edgellm.deploy.flow import wait_health
+from edgellm.gateway.config import GatewayConfig
+from edgellm.gateway.server import start_gateway
 
 
 @dataclass
@@ -111,3 +115,20 @@ async def test_deploy_sends_no_token_to_a_squatter_and_says_which_server_it_expe
         )
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
     assert squatter.tokens_seen() == []
+
+
+async def test_the_gateway_sends_no_token_to_a_squatter_and_says_it_is_not_the_daemon(
+    users_machine: tuple[str, str], squatter: Squatter
+) -> None:
+    config = GatewayConfig(port=0, target=squatter.target, api_key="k", telemetry_period_s=0.2)
+    gw = await start_gateway(config, connect(squatter.target))
+    try:
+        async with httpx.AsyncClient(headers={"Authorization": "Bearer k"}, timeout=30) as http:
+            reply = await http.post(
+                f"{gw.url}/chat/completions", json={"model": "", "messages": [{"role": "user", "content": "hi"}]}
+            )
+        assert reply.status_code == 503
+        assert "not the daemon this gateway trusts" in reply.json()["error"]["message"]
+        assert squatter.tokens_seen() == []
+    finally:
+        await gw.stop()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import grpc
 
-from edgellm.client.channel import ChannelSecurity, open_aio_channel
+from edgellm.client.channel import ChannelSecurity, _security, handshake_failed, open_aio_channel, trusted_tls
+from edgellm.common.pins import diagnose
 from edgellm.common.targets import resolve_target
+from edgellm.common.tls import ClientTls
 from edgellm.v1 import device_pb2_grpc
 
 
@@ -18,6 +21,13 @@ class AioDaemon:
     target: str
     channel: grpc.aio.Channel
     stub: device_pb2_grpc.DeviceDaemonAsyncStub
+    trust: ClientTls | None = None  # the certificates the channel accepts (for failure messages)
+
+    async def why_unreachable(self, details: str) -> str | None:
+        """When a call failed in the TLS handshake: what answered and which server was expected."""
+        if not handshake_failed(details):
+            return None
+        return await asyncio.to_thread(diagnose, self.target, self.trust)
 
     async def close(self) -> None:
         """Close the channel (cancels calls still open)."""
@@ -31,6 +41,8 @@ def connect(target: str | None = None, security: ChannelSecurity | str | None = 
     blocking client finds them). The channel connects lazily: the first RPC waits for it.
     """
     address = resolve_target(target)
+    security = _security(security)
     channel = open_aio_channel(address, security)
     stub: device_pb2_grpc.DeviceDaemonAsyncStub = device_pb2_grpc.DeviceDaemonStub(channel)
-    return AioDaemon(address, channel, stub)
+    trust = trusted_tls(security) if security.token is not None or security.tls is not None else None
+    return AioDaemon(address, channel, stub, trust)

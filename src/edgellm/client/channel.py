@@ -95,6 +95,16 @@ def _credentials(
     return creds, options
 
 
+# What grpc says when the TLS handshake failed: a server that is not the one this client trusts
+# (a squatter on the port, H1), or one that does not speak TLS at all.
+_HANDSHAKE_HINTS = ("handshake", "ssl", "certificate", "socket closed", "tsi_")
+
+
+def handshake_failed(details: str) -> bool:
+    """Whether a gRPC UNAVAILABLE's details say the TLS handshake failed (not "nothing listening")."""
+    return any(hint in details.lower() for hint in _HANDSHAKE_HINTS)
+
+
 def _security(security: ChannelSecurity | str | None) -> ChannelSecurity:
     """SECURITY as given; a bare string is a token; None: found without flags (ChannelSecurity.find)."""
     if isinstance(security, str):

@@ -69,14 +69,10 @@ def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
     return Failure(f"{name}: {details}", BAD_INPUT if code in _BAD_INPUT_CODES else FAILED)
 
 
-# What grpc says when the TLS handshake failed: a server that is not the one this client trusts
-# (a squatter on the port, H1), or one that does not speak TLS at all.
-_HANDSHAKE_HINTS = ("handshake", "ssl", "certificate", "socket closed", "tsi_")
-
-
 def _unreachable(peer: Peer, details: str) -> str:
-    if any(hint in details.lower() for hint in _HANDSHAKE_HINTS):
-        from edgellm.client.channel import ChannelSecurity, trusted_tls
+    from edgellm.client.channel import ChannelSecurity, handshake_failed, trusted_tls
+
+    if handshake_failed(details):
         from edgellm.common.pins import diagnose
 
         try:

@@ -65,6 +65,9 @@ class DeviceWatch:
                     self.samples += 1
             except grpc.aio.AioRpcError as err:
                 log.warning("telemetry_unavailable", code=err.code().name, details=err.details())
+                why = await self.daemon.why_unreachable(err.details() or "")
+                if why is not None:  # a squatter on the port, or a daemon whose certificate changed
+                    log.warning("daemon_not_trusted", why=why)
             await asyncio.sleep(RETRY_S)
 
 

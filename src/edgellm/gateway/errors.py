@@ -15,6 +15,8 @@ from typing import Any
 import grpc
 from starlette.types import Send
 
+from edgellm.client.channel import handshake_failed
+
 # (HTTP status, OpenAI error type) per gRPC status; anything else is a 500 server_error.
 _BY_CODE: dict[grpc.StatusCode, tuple[int, str]] = {
     grpc.StatusCode.INVALID_ARGUMENT: (400, "invalid_request_error"),
@@ -138,5 +140,10 @@ def from_rpc_error(
     if code in _PASS_ON:
         return ApiError(status, details, code=name, kind=kind, retry_after_s=retry)
     short = _SHORT.get(code, "the device daemon failed to answer")
+    if code == grpc.StatusCode.UNAVAILABLE and handshake_failed(details):
+        short = (
+            "the server on the device daemon's port is not the daemon this gateway trusts (its TLS "
+            "certificate did not match), so the gateway sent it nothing"
+        )
     where = f" (request id {request_id}; the gateway's log has the details)" if request_id else ""
     return ApiError(status, short + where, code=name, kind=kind)

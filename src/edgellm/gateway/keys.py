@@ -13,15 +13,16 @@ from pathlib import Path
 
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.logs import get_logger
-from edgellm.common.tokens import config_dir, new_token, read_token_file, write_secret, write_secret_exclusive
+from edgellm.common.tokens import (
+    gateway_key_path,
+    new_token,
+    read_token_file,
+    write_secret,
+    write_secret_exclusive,
+)
 
 log = get_logger(__name__)
-GATEWAY_KEY_FILE = "gateway-key"
-
-
-def gateway_key_path() -> Path:
-    """Where the gateway's own key lives: `<config dir>/gateway-key`."""
-    return config_dir() / GATEWAY_KEY_FILE
+__all__ = ["KeyFile", "ensure_gateway_key", "gateway_key_path", "read_key_file", "rotate_gateway_key"]
 
 
 def read_key_file(path: Path) -> str:
