@@ -183,3 +183,54 @@ async def test_s9_stale_staging_expires_at_start(tmp_path: Path) -> None:
         assert [p.name for p in staging.iterdir()] == [load_local(new)[1].artifact_id]
     finally:
         await d.stop(0)
+
+
+async def _refusal(port: int, text: str) -> tuple[grpc.StatusCode, str]:
+    """The status code and message a push of manifest TEXT (and no chunks) ends with."""
+    with pytest.raises(grpc.RpcError) as err:
+        await asyncio.to_thread(_raw_push, port, text, [])
+    return err.value.code(), str(err.value.details())
+
+
+def _hostile(replace: str, by: str) -> str:
+    """A valid manifest's text with one literal fragment swapped (for values json.dumps cannot write)."""
+    text = json.dumps(manifest_doc({"x": b"x"}))
+    assert replace in text
+    return text.replace(replace, by, 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        # A 401-digit int in a float field: float() raised OverflowError, which was INTERNAL.
+        (_hostile('"rope_theta": 100000.0', '"rope_theta": ' + "9" * 401), "too large for a float"),
+        # An int over 4,300 digits: json.loads raised a plain ValueError, which was INTERNAL.
+        (_hostile('"bits": 4', '"bits": ' + "4" * 5000), "not valid JSON"),
+        # Deep nesting: json.loads (or walking the plan) raised RecursionError, which was INTERNAL.
+        (_hostile('"plan": {}', '"plan": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000), "nested"),
+        (_hostile('"plan": {}', '"plan": ' + '{"a": ' * 100 + "1" + "}" * 100), "nested more than 64"),
+    ],
+    ids=["401-digit-float", "5000-digit-int", "nested-100000", "nested-100"],
+)
+async def test_l2_numbers_and_nesting_json_cannot_hold_are_invalid_argument_not_internal(
+    dev: RunningDaemon, text: str, says: str
+) -> None:
+    """L2: each hostile manifest answers INVALID_ARGUMENT saying what is wrong, and stages nothing."""
+    code, details = await _refusal(dev.port, text)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+    assert says in details
+    assert list(dev.core.store.staging.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["evil\x1b[2J\x1b[31mname", "bell\x07", "\u202eexe.txt", "caf\u0065\u0301", "n" * 129]
+)
+async def test_l5_an_artifact_name_with_controls_or_over_128_characters_is_refused(
+    dev: RunningDaemon, name: str
+) -> None:
+    """L5: the name follows the file names' character rules (no Cc/Cf, NFC) and is at most 128 long."""
+    doc = manifest_doc({"x": b"x"})
+    doc["name"] = name
+    code, details = await _refusal(dev.port, json.dumps(doc))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "artifact name" in details
