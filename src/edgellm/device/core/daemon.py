@@ -20,7 +20,7 @@ from edgellm.common.logs import get_logger
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.models import EngineFactory, ModelLifecycle, same_load
-from edgellm.device.core.scheduler import Scheduler
+from edgellm.device.core.scheduler import Scheduler, load_wait_s
 from edgellm.device.core.state import (
     ConfigUpdate,
     DaemonState,
@@ -147,9 +147,14 @@ class DaemonCore:
         return [ModelEntry(a, self.models.is_loaded(a.artifact_id)) for a in arts]
 
     # -- generation --------------------------------------------------------------------------------
-    def generate(self, job: GenerationJob, model: str = "") -> AsyncIterator[Event]:
-        """Queue a generation for the loaded model (`model`, if given, must name it) and stream its events."""
-        return self.scheduler.generate(job, model)
+    def generate(
+        self, job: GenerationJob, model: str = "", time_remaining: float | None = None
+    ) -> AsyncIterator[Event]:
+        """Queue a generation for the loaded model (`model`, if given, must name it) and stream its events.
+
+        A model that is loading is waited for, within the call's time_remaining (its deadline).
+        """
+        return self.scheduler.generate(job, model, load_wait_s(time_remaining))
 
     def cancel(self, request_id: str) -> bool:
         """Cancel a running or queued request by id."""
@@ -158,7 +163,9 @@ class DaemonCore:
     # -- state and control -------------------------------------------------------------------------
     @property
     def engine_state(self) -> EngineState:
-        """What the engine is doing now."""
+        """What the engine is doing now (LOADING from the first hash check of a load to its end)."""
+        if self.scheduler.phase is None and self.models.loading is not None:
+            return EngineState.LOADING
         return self.scheduler.phase or self.models.state
 
     def status(self) -> DaemonState:

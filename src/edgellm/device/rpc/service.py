@@ -40,7 +40,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
     ) -> AsyncIterator[device_pb2.GenerateResponse]:
         """Stream a completion."""
         job = generation_job(request, self.core.config, current_request_id())
-        async for event in self.core.generate(job, request.model):
+        async for event in self.core.generate(job, request.model, context.time_remaining()):
             yield wire.generate_response(event, job.request_id)
 
     @unary
