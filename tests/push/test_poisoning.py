@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from edgellm.client.push import load_local
 from edgellm.device.rpc.server import RunningDaemon
-from edgellm.v1 import device_pb2
+from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.manifests import manifest_doc
 from tests.push.test_push import (
     _acall,
@@ -234,3 +234,39 @@ async def test_l5_an_artifact_name_with_controls_or_over_128_characters_is_refus
     code, details = await _refusal(dev.port, json.dumps(doc))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "artifact name" in details
+
+
+async def test_l7_two_concurrent_pushes_of_one_name_install_one_and_refuse_the_other(
+    dev: RunningDaemon, tmp_path: Path
+) -> None:
+    """L7: both pushes pass the name check at their start; the check inside install() under the
+    store's lock lets the first install and answers the second ALREADY_EXISTS naming the name."""
+    pushes = []
+    for seed in (1, 2):
+        art = make_artifact(tmp_path / f"a{seed}", SMALL, name="twin", seed=seed)
+        text, manifest = load_local(art)
+        pushes.append((art, text, manifest.artifact_id))
+    release = asyncio.Event()
+
+    async def stream(art: Path, text: str) -> AsyncIterator[device_pb2.ArtifactChunk]:
+        yield device_pb2.ArtifactChunk(manifest_json=text)
+        await release.wait()  # both pushes are past their start before either sends a byte
+        for rel in SMALL:
+            data = (art / rel).read_bytes()
+            yield device_pb2.ArtifactChunk(chunk=device_pb2.FileChunk(path=rel, offset=0, data=data))
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{dev.port}") as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        calls = [stub.PushArtifact(stream(art, text), timeout=30) for art, text, _ in pushes]
+        ids = {artifact_id for _, _, artifact_id in pushes}
+        deadline = time.monotonic() + 30
+        while set(dev.core.store.reserved) != ids:  # each has passed the start check and reserved
+            assert time.monotonic() < deadline, "the pushes never both started"
+            await asyncio.sleep(0.01)
+        release.set()
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    refused = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)]
+    assert len(refused) == 1, outcomes
+    assert refused[0].code() == grpc.StatusCode.ALREADY_EXISTS
+    assert "'twin' is taken" in (refused[0].details() or "")
+    assert [a.name for a in dev.core.store.installed()] == ["twin"]
