@@ -270,3 +270,30 @@ async def test_l7_two_concurrent_pushes_of_one_name_install_one_and_refuse_the_o
     assert refused[0].code() == grpc.StatusCode.ALREADY_EXISTS
     assert "'twin' is taken" in (refused[0].details() or "")
     assert [a.name for a in dev.core.store.installed()] == ["twin"]
+
+
+async def test_l9_refusals_name_the_artifact_and_its_file_never_the_device_path(tmp_path: Path) -> None:
+    """L9: a corrupt store artifact is FAILED_PRECONDITION "artifact <id> is corrupt: w.bin ...", and a
+    directory without a manifest NOT_FOUND by its own name; neither message holds the data dir."""
+    d = await _start(tmp_path / "data", allow_dir_load=True)
+    try:
+        art = make_artifact(tmp_path / "a", SMALL, name="a")
+        report = await asyncio.to_thread(_push, d.port, art)
+        with (d.core.store.artifacts / report.artifact_id / "w.bin").open("r+b") as f:
+            f.write(b"X")
+        empty = tmp_path / "not-an-artifact"
+        empty.mkdir()
+        outcomes = []
+        for model in (report.artifact_id, str(empty)):
+            req = device_pb2.LoadModelRequest(model=model)
+            with pytest.raises(grpc.RpcError) as err:
+                await asyncio.to_thread(_call, d.port, lambda s, r=req: s.LoadModel(r))
+            outcomes.append((err.value.code(), str(err.value.details())))
+    finally:
+        await d.stop(0)
+    (corrupt, corrupt_text), (missing, missing_text) = outcomes
+    assert corrupt == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"artifact {report.artifact_id[:12]} is corrupt: w.bin" in corrupt_text
+    assert missing == grpc.StatusCode.NOT_FOUND
+    assert "no artifact 'not-an-artifact'" in missing_text
+    assert str(tmp_path) not in corrupt_text + missing_text

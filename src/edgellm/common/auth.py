@@ -15,7 +15,6 @@ from typing import Any
 import grpc
 
 from edgellm.common.errors import InvalidArgument
-from edgellm.common.tokens import TOKEN_ENV
 
 # Health stays open so supervisors (runit, adb port checks) can probe without the secret; it
 # reveals only SERVING / NOT_SERVING. Reflection is not open: it needs the token like any RPC.
@@ -105,9 +104,9 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
 
 def _deny_like(handler: grpc.RpcMethodHandler[Any, Any], had_token: bool) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler of the same streaming shape that answers UNAUTHENTICATED (never decodes the request)."""
+    # Why no file locations: this answer goes to anyone who connects, token or not (finding L9).
     message = ("wrong token" if had_token else "this RPC needs the daemon's token") + (
-        f": clients read ${TOKEN_ENV}, then ~/.config/edgellm/token, then ~/.edgellm/token; "
-        "after `edgellm deploy device` the host has the phone's token (docs/security.md)"
+        "; see `edgellm token --help` or docs/security.md"
     )
 
     async def deny(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:

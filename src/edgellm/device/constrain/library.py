@@ -94,8 +94,9 @@ class GrammarTokenizer:
         name = artifact.manifest.tokenizer.hf_tokenizer
         if name is None:
             raise FailedPrecondition(
-                f"artifact {artifact.name} ({artifact.path}) carries no tokenizer.json, which constrained "
-                "output needs: rebuild it with this edgellm (`edgellm convert` or `edgellm quantize`)"
+                f"artifact {artifact.name} ({artifact.artifact_id[:12]}) carries no tokenizer.json, "
+                "which constrained output needs: rebuild it with this edgellm "
+                "(`edgellm convert` or `edgellm quantize`)"
             )
         start = time.perf_counter()
         vocab = artifact.manifest.model.vocab_size
@@ -103,7 +104,10 @@ class GrammarTokenizer:
             text = (artifact.path / name).read_text(encoding="utf-8")
             tokenizer = lib.LLTokenizer(text, n_vocab=vocab, eos_token=sorted(artifact.stop_token_ids))
         except (OSError, ValueError, RuntimeError) as err:
-            raise FailedPrecondition(f"artifact {artifact.path}: {name} cannot be read: {err}") from err
+            why = err.strerror if isinstance(err, OSError) else str(err)  # an OSError's text has the path
+            raise FailedPrecondition(
+                f"artifact {artifact.artifact_id[:12]}: {name} cannot be read: {why}"
+            ) from err
         _check_bytes(tokenizer, TokenTable(artifact.token_table), artifact, name)
         build_ms = (time.perf_counter() - start) * 1000
         log.info("grammar_tokenizer_ready", artifact=artifact.name, build_ms=round(build_ms, 1))
@@ -121,7 +125,7 @@ def _check_bytes(tokenizer: llguidance.LLTokenizer, table: TokenTable, artifact:
             continue
         if tokenizer.decode_bytes([token]) != expected:
             raise FailedPrecondition(
-                f"artifact {artifact.path}: {name} reads token {token} as "
+                f"artifact {artifact.artifact_id[:12]}: {name} reads token {token} as "
                 f"{tokenizer.decode_bytes([token])!r} but tokens.bin says {expected!r}; "
                 "rebuild the artifact with this edgellm"
             )

@@ -14,6 +14,7 @@ from edgellm.common.token_table import TokenTable
 from edgellm.device.artifact import Artifact, check_loadable
 from edgellm.device.engine.base import Logits, last_row
 from edgellm.device.engine.config import EngineConfig, verify_lengths
+from edgellm.device.mnn_paths import artifact_label
 
 log = get_logger(__name__)
 
@@ -28,7 +29,7 @@ class MnnEngine:
         try:
             self.tokens = TokenTable(artifact.token_table)
         except ValueError as err:  # a damaged artifact, not a bad request and not a daemon bug
-            raise FailedPrecondition(f"artifact {artifact.path} is damaged: {err}") from err
+            raise FailedPrecondition(f"artifact {artifact_label(artifact.path)} is damaged: {err}") from err
         self.stop_ids = artifact.stop_token_ids
         self.context_length = artifact.context_length
         self._llm: MnnLlm | None = None
