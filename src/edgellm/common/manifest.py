@@ -65,14 +65,14 @@ def check_name(name: object) -> str:
     return _check_text("artifact name", name, MAX_NAME_CHARS)
 
 
-def check_depth(doc: object, limit: int = MAX_DEPTH) -> None:
+def check_depth(doc: object, limit: int = MAX_DEPTH, what: str = "the manifest") -> None:
     """Refuse a JSON document nested deeper than LIMIT (walked without recursion)."""
     stack: list[tuple[object, int]] = [(doc, 1)]
     while stack:
         value, depth = stack.pop()
         children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
         if children and depth > limit:
-            raise ManifestInvalid(f"the manifest is nested more than {limit} levels deep")
+            raise ManifestInvalid(f"{what} is nested more than {limit} levels deep")
         stack.extend((child, depth + 1) for child in children)
 
 
