@@ -301,7 +301,7 @@ class ModelLifecycle:
         slides_by_erase = bool(c.kv_window) and c.kv_method == KvMethod.ERASE
         mode = attention_mode(runtime, c.kv_quant, slides_by_erase)
         config = EngineConfig.for_runtime(runtime, threads=c.threads, attention_mode=mode)
-        return replace(config, draft_max=c.draft_max)
+        return replace(config, draft_max=c.draft_max, scratch_dir=str(c.data_dir / "mnn-tmp"))
 
     def window_policy(self) -> WindowPolicy:
         """The daemon's sliding-window policy."""

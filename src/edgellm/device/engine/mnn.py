@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -42,6 +43,8 @@ class MnnEngine:
     def load(self) -> None:
         """Create the runtime with our settings (they only apply before load) and load weights."""
         start = time.perf_counter()
+        if self.config.scratch_dir:  # MNN's tmp_path: the daemon's own, private directory (L10)
+            Path(self.config.scratch_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         overrides = self.config.mnn_overrides()
         self._llm = MnnLlm.open(self.artifact.mnn_config, overrides)
         self.load_ms = (time.perf_counter() - start) * 1000
