@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -272,6 +273,10 @@ async def test_l7_two_concurrent_pushes_of_one_name_install_one_and_refuse_the_o
     assert [a.name for a in dev.core.store.installed()] == ["twin"]
 
 
+def _load_model(request: device_pb2.LoadModelRequest, stub: device_pb2_grpc.DeviceDaemonStub) -> Any:
+    return stub.LoadModel(request)
+
+
 async def test_l9_refusals_name_the_artifact_and_its_file_never_the_device_path(tmp_path: Path) -> None:
     """L9: a corrupt store artifact is FAILED_PRECONDITION "artifact <id> is corrupt: w.bin ...", and a
     directory without a manifest NOT_FOUND by its own name; neither message holds the data dir."""
@@ -285,9 +290,9 @@ async def test_l9_refusals_name_the_artifact_and_its_file_never_the_device_path(
         empty.mkdir()
         outcomes = []
         for model in (report.artifact_id, str(empty)):
-            req = device_pb2.LoadModelRequest(model=model)
+            load = functools.partial(_load_model, device_pb2.LoadModelRequest(model=model))
             with pytest.raises(grpc.RpcError) as err:
-                await asyncio.to_thread(_call, d.port, lambda s, r=req: s.LoadModel(r))
+                await asyncio.to_thread(_call, d.port, load)
             outcomes.append((err.value.code(), str(err.value.details())))
     finally:
         await d.stop(0)
@@ -297,3 +302,40 @@ async def test_l9_refusals_name_the_artifact_and_its_file_never_the_device_path(
     assert missing == grpc.StatusCode.NOT_FOUND
     assert "no artifact 'not-an-artifact'" in missing_text
     assert str(tmp_path) not in corrupt_text + missing_text
+
+
+async def test_s22_a_pushs_store_checks_and_artifact_status_run_off_the_event_loop(
+    dev: RunningDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S22 residuals: has_blob per chunk, the end-of-push stats, the failure path's status and
+    GetArtifactStatus's manifest parse ran on the event loop thread (a spy records each call's thread)."""
+    import threading
+
+    from edgellm.device.core import daemon as daemon_module
+    from edgellm.device.store import parse_manifest
+
+    store = dev.core.store
+    loop_thread = threading.get_ident()
+    on_loop: list[str] = []
+
+    def spy(name: str, fn: Any) -> Any:
+        def call(*args: Any) -> Any:
+            if threading.get_ident() == loop_thread:
+                on_loop.append(name)
+            return fn(*args)
+
+        return call
+
+    for name in ("has_blob", "status"):
+        monkeypatch.setattr(store, name, spy(name, getattr(store, name)))
+    monkeypatch.setattr(daemon_module, "parse_manifest", spy("parse_manifest", parse_manifest))
+    art = make_artifact(tmp_path / "a", SMALL, name="a")
+    text, _ = load_local(art)
+    w = (art / "w.bin").read_bytes()
+    with pytest.raises(grpc.RpcError):  # ends incomplete: the failure path's status
+        await asyncio.to_thread(_raw_push, dev.port, text, [("w.bin", 0, w[:2000])])
+    await asyncio.to_thread(_push, dev.port, art)  # resumes: has_blob per chunk, the staged checks
+    req = device_pb2.GetArtifactStatusRequest(manifest_json=text)
+    status = await _acall(dev.port, lambda s: s.GetArtifactStatus(req))
+    assert status.installed
+    assert on_loop == []
