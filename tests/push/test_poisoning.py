@@ -216,11 +216,16 @@ def _hostile(replace: str, by: str) -> str:
 async def test_l2_numbers_and_nesting_json_cannot_hold_are_invalid_argument_not_internal(
     dev: RunningDaemon, text: str, says: str
 ) -> None:
-    """L2: each hostile manifest answers INVALID_ARGUMENT saying what is wrong, and stages nothing."""
+    """L2: each hostile manifest answers INVALID_ARGUMENT saying what is wrong, to a push and to
+    GetArtifactStatus, and stages nothing."""
     code, details = await _refusal(dev.port, text)
     assert code == grpc.StatusCode.INVALID_ARGUMENT, details
     assert says in details
     assert list(dev.core.store.staging.iterdir()) == []
+    req = device_pb2.GetArtifactStatusRequest(manifest_json=text)
+    with pytest.raises(grpc.RpcError) as err:
+        await _acall(dev.port, lambda s: s.GetArtifactStatus(req))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in str(err.value.details())
 
 
 @pytest.mark.parametrize(
