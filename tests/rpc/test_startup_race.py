@@ -111,7 +111,7 @@ async def test_a_generate_whose_deadline_ends_during_the_load_is_unavailable_say
     starting: Starting,
 ) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await starting.generate(deadline_s=1.0)
+        await starting.generate(deadline_s=3.0)  # it answers 0.3 s before the deadline
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "model fake-model is loading (for " in (err.value.details() or "")
     starting.gated.release()
