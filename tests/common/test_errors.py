@@ -28,7 +28,12 @@ from edgellm.common.errors import (
         (FailedPrecondition("no model is loaded"), grpc.StatusCode.FAILED_PRECONDITION, "no model is loaded"),
         (Unavailable("shutting down"), grpc.StatusCode.UNAVAILABLE, "shutting down"),
         (MemoryError(), grpc.StatusCode.RESOURCE_EXHAUSTED, "out of memory"),
-        (FileNotFoundError("gone.bin"), grpc.StatusCode.NOT_FOUND, "gone.bin"),
+        # L9: the file's name, never the device's absolute path.
+        (
+            FileNotFoundError(2, "No such file or directory", "/data/data/com.termux/files/home/gone.bin"),
+            grpc.StatusCode.NOT_FOUND,
+            "gone.bin was not found on the server",
+        ),
         # A plain ValueError is a broken invariant inside the daemon, not the client's fault.
         # ... and its text (paths, errno) stays in the log: finding S16.
         (ValueError("nothing to feed"), grpc.StatusCode.INTERNAL, "internal error (ValueError)"),

@@ -141,6 +141,23 @@ def test_installer_mnn_failure_names_the_log_and_resumes(termux: dict[str, str])
     assert any(c.startswith("cmake --build") for c in again)
 
 
+def test_s20_installer_refuses_an_mnn_clone_at_another_commit_and_discards_it(termux: dict[str, str]) -> None:
+    """S20: a tag moved (or a mirror answered) to another commit: exit 4 naming both commits, no
+    build runs, and the clone is removed so the next run downloads afresh."""
+    moved = "0" * 40
+    Path(termux["STUBS"], "mnn-head").write_text(moved + "\n")
+    r = run_install(termux)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert f"MNN 3.6.1 is at commit {moved}, not the pinned {MNN_PIN}: refusing to build it" in r.stderr
+    assert not any(c.startswith("cmake") for c in calls(termux))
+    assert not (Path(termux["HOME"]) / ".edgellm" / "mnn" / "src").exists()
+    Path(termux["STUBS"], "mnn-head").unlink()  # the real commit again: the next run clones and builds
+    r = run_install(termux)
+    assert r.returncode == 0, r.stderr
+    again = calls(termux)
+    assert any(c.startswith("git clone") for c in again) and any(c.startswith("cmake --build") for c in again)
+
+
 def test_service_run_is_foreground_with_model(termux: dict[str, str]) -> None:
     run_script = TERMUX / "service" / "run"
     r = subprocess.run(["sh", str(run_script)], env=termux, capture_output=True, text=True)

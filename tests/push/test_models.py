@@ -11,7 +11,7 @@ import pytest
 from edgellm.cli import main
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import start_server
-from edgellm.v1 import device_pb2, device_pb2_grpc
+from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 
 async def test_push_load_refuse_delete_restart_reload(default_artifact: Path, tmp_path: Path) -> None:
@@ -49,3 +49,38 @@ async def test_push_load_refuse_delete_restart_reload(default_artifact: Path, tm
         assert d3.core.status().model is None
     finally:
         await d3.stop(0)
+
+
+async def _old_list_models(
+    request: device_pb2.ListModelsRequest, context: object
+) -> device_pb2.ListModelsResponse:
+    """ListModels of a daemon from before L5's fix: a name with ANSI escapes and a bidi override."""
+    info = common_pb2.ArtifactInfo(
+        artifact_id="ab" * 32, name="evil\x1b[2J\x1b[31m\u202etxt", quantization="int4\x07"
+    )
+    return device_pb2.ListModelsResponse(models=[info])
+
+
+async def test_l5_models_never_writes_control_characters_raw_to_the_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """L5: `edgellm models` escapes the Cc/Cf characters a daemon lists (ESC, BEL, RLO)."""
+    server = grpc.aio.server()
+    handler = grpc.unary_unary_rpc_method_handler(
+        _old_list_models,
+        request_deserializer=device_pb2.ListModelsRequest.FromString,
+        response_serializer=device_pb2.ListModelsResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("edgellm.v1.DeviceDaemon", {"ListModels": handler}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        rc = await asyncio.to_thread(main, ["models", "--target", f"127.0.0.1:{port}"])
+    finally:
+        await server.stop(0)
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "evil\\x1b[2J\\x1b[31m\\u202etxt" in out and "int4\\x07" in out
+    assert not any(c in out for c in "\x1b\x07\u202e")

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from edgellm.common.errors import InvalidArgument
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_artifact import PIECES, write_fake_artifact
@@ -208,3 +209,48 @@ async def test_edgellm_generate_json_schema_file(
     argv[argv.index(str(schema))] = str(tmp_path / "missing.json")
     code, _, err = await edgellm(*argv)
     assert code == 2 and "missing.json" in err
+
+
+@pytest.mark.parametrize(
+    ("constraint", "message"),
+    [
+        (
+            OutputConstraint(regex="a" * (64 * 1024 + 1)),
+            "constraint.regex is 65537 bytes; at most 65536 (64 KiB)",
+        ),
+        (
+            OutputConstraint(lark_grammar="start: " + '"x" ' * 20_000),
+            "constraint.lark_grammar is 80007 bytes; at most 65536",
+        ),
+        (
+            OutputConstraint(json_schema='{"items": ' * 600 + "{}" + "}" * 600),
+            "constraint.json_schema is nested more than 64 levels deep",
+        ),
+    ],
+    ids=["regex-over-64k", "lark-over-64k", "schema-nested-600"],
+)
+async def test_l13_l2_constraint_text_over_64_kib_or_nested_600_deep_is_invalid_argument(
+    fake_stub: device_pb2_grpc.DeviceDaemonAsyncStub, constraint: OutputConstraint, message: str
+) -> None:
+    """L13: the size cap names its limit (compile time grows with the text); L2: deep nesting was
+    a RecursionError in close_objects, answered INTERNAL."""
+    err = await refusal(fake_stub, request(constraint))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert message in (err.details() or "")
+
+
+def test_l13_llguidance_gets_explicit_parser_limits_and_they_bound_the_grammar() -> None:
+    """L13: the limits are edgellm's own, not the installed llguidance's defaults, and they reach
+    llguidance's checks: a grammar over a (test-lowered) size limit is refused naming it."""
+    from edgellm.device.constrain.constraint import Constraint, ConstraintKind
+    from edgellm.device.constrain.library import PARSER_LIMITS, compile_grammar, load_library, parser_limits
+
+    lib = load_library()
+    limits = parser_limits(lib)
+    for name in ("max_grammar_size", "max_lexer_states", "initial_lexer_fuel", "step_max_items"):
+        assert getattr(limits, name) == PARSER_LIMITS[name], name
+    schema = Constraint(ConstraintKind.JSON_SCHEMA, json.dumps({"properties": {"a": {"type": "string"}}}))
+    assert compile_grammar(lib, schema)  # within the shipped limits
+    with pytest.raises(InvalidArgument) as err:
+        compile_grammar(lib, schema, parser_limits(lib, max_grammar_size=5))
+    assert "size" in str(err.value).lower()

@@ -70,6 +70,40 @@ async def test_an_idle_push_times_out_and_frees_its_reservation(start_fake: Star
     assert done.artifact.name == "hog" and done.bytes_received == len(payload)
 
 
+async def test_a_slow_drip_push_is_stopped_by_its_rate_and_frees_its_slot_and_reservation(
+    start_fake: StartFake,
+) -> None:
+    """L8: one tiny chunk per period, each inside the idle timeout, kept a push (its slot, its
+    reservation, the artifact's lock) for ever; past the grace its average rate stops it."""
+    running = await start_fake(
+        push_idle_timeout_s=30, push_rate_grace_s=0.5, push_min_bytes_per_s=64 * 1024, disk_reserve_bytes=0
+    )
+    payload = b"x" * 1000
+    manifest = _manifest(payload)
+
+    async def drip() -> AsyncIterator[device_pb2.ArtifactChunk]:
+        yield device_pb2.ArtifactChunk(manifest_json=manifest)
+        for offset in range(len(payload)):  # one byte per 0.1 s: a slow drip, never idle
+            await asyncio.sleep(0.1)
+            chunk = device_pb2.FileChunk(path="w.bin", offset=offset, data=payload[offset : offset + 1])
+            yield device_pb2.ArtifactChunk(chunk=chunk)
+
+    async with channel_to(running) as ch:
+        stub = device_pb2_grpc.DeviceDaemonStub(ch)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.PushArtifact(drip(), timeout=60)
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "under the minimum average of 65536 bytes/s" in (err.value.details() or "")
+        assert running.core.store.reserved == {}
+
+        async def whole() -> AsyncIterator[device_pb2.ArtifactChunk]:
+            yield device_pb2.ArtifactChunk(manifest_json=manifest)
+            yield device_pb2.ArtifactChunk(chunk=device_pb2.FileChunk(path="w.bin", offset=0, data=payload))
+
+        done = await stub.PushArtifact(whole(), timeout=20)  # the slot and the lock were freed
+    assert done.artifact.name == "hog" and done.bytes_received + done.bytes_skipped == len(payload)
+
+
 async def test_telemetry_and_health_watch_streams_are_capped(start_fake: StartFake) -> None:
     """S11: the next subscriber over the cap answers RESOURCE_EXHAUSTED; a closed one frees its slot."""
     running = await start_fake(max_telemetry_streams=1, max_health_watchers=1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 import grpc
 
 
@@ -77,7 +79,10 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(exc, MemoryError):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, "out of memory"
     if isinstance(exc, FileNotFoundError):
-        return grpc.StatusCode.NOT_FOUND, str(exc)
+        # Only the file's own name: str(exc) carries the absolute device path (finding L9); the
+        # caller logs the exception with its path.
+        name = PurePath(str(exc.filename or exc)).name
+        return grpc.StatusCode.NOT_FOUND, f"{name} was not found on the server"
     # Why not the exception's text: it carries absolute device paths and errno details (finding
     # S16); the caller gets the request id, the log keeps the traceback under that id.
     return grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})"

@@ -30,6 +30,12 @@ MAX_PATH_CHARS = 512
 MAX_COMPONENT_BYTES = 255
 # Why 2^40 (1 TiB): far above any model a phone holds, far below what overflows size arithmetic.
 MAX_FILE_BYTES = 1 << 40
+# Why 128: a name is a label shown in `edgellm models` and typed in LoadModel; longer is a mistake
+# or an attack (finding L5: it was unbounded up to the 1 MiB manifest).
+MAX_NAME_CHARS = 128
+# Why 64: the deepest real manifest section (quantization.plan) is about 4 levels; Python's
+# recursion limit (~1,000 frames) is what a 1 MiB document of brackets would hit instead (L2).
+MAX_DEPTH = 64
 
 
 class ManifestInvalid(InvalidArgument):
@@ -40,17 +46,39 @@ class ManifestUnsupported(FailedPrecondition):
     """The manifest's ``schema_version`` is missing or not the one this edgellm reads."""
 
 
+def _check_text(what: str, value: object, max_chars: int) -> str:
+    """A non-empty string of at most MAX_CHARS, without control or format characters, in NFC."""
+    if not isinstance(value, str) or not value:
+        raise ManifestInvalid(f"{what} {value!r} must be a non-empty string")
+    if len(value) > max_chars:
+        raise ManifestInvalid(f"{what} {value[:40]!r}... is longer than {max_chars} characters")
+    if any(unicodedata.category(c) in ("Cc", "Cf") for c in value):
+        # Cc: C0/C1 controls and DEL; Cf: format characters such as bidi overrides (display spoofing).
+        raise ManifestInvalid(f"{what} {value!r} contains a NUL, control or format character")
+    if unicodedata.normalize("NFC", value) != value:
+        raise ManifestInvalid(f"{what} {value!r} is not in Unicode NFC form; normalize it (NFC)")
+    return value
+
+
+def check_name(name: object) -> str:
+    """Return an artifact ``name`` if it is printable text of at most MAX_NAME_CHARS; else say why not."""
+    return _check_text("artifact name", name, MAX_NAME_CHARS)
+
+
+def check_depth(doc: object, limit: int = MAX_DEPTH, what: str = "the manifest") -> None:
+    """Refuse a JSON document nested deeper than LIMIT (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        if children and depth > limit:
+            raise ManifestInvalid(f"{what} is nested more than {limit} levels deep")
+        stack.extend((child, depth + 1) for child in children)
+
+
 def check_path(name: object) -> str:
     """Return ``name`` if it is a safe relative POSIX path inside an artifact; else say why not."""
-    if not isinstance(name, str) or not name:
-        raise ManifestInvalid(f"file name {name!r} must be a non-empty string")
-    if len(name) > MAX_PATH_CHARS:
-        raise ManifestInvalid(f"file name {name[:40]!r}... is longer than {MAX_PATH_CHARS} characters")
-    if any(unicodedata.category(c) in ("Cc", "Cf") for c in name):
-        # Cc: C0/C1 controls and DEL; Cf: format characters such as bidi overrides (display spoofing).
-        raise ManifestInvalid(f"file name {name!r} contains a NUL, control or format character")
-    if unicodedata.normalize("NFC", name) != name:
-        raise ManifestInvalid(f"file name {name!r} is not in Unicode NFC form; normalize it (NFC)")
+    name = _check_text("file name", name, MAX_PATH_CHARS)
     if "\\" in name:
         raise ManifestInvalid(f"file name {name!r} contains a backslash; use forward slashes")
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
@@ -249,7 +277,7 @@ class ArtifactManifest:
     checks: Checks | None = None
 
     def __post_init__(self) -> None:
-        _require(bool(self.name), "name must not be empty")
+        check_name(self.name)
         _require(bool(self.files), "files must list at least one file")
         seen: set[str] = set()
         for f in self.files:
@@ -264,11 +292,7 @@ class ArtifactManifest:
     @classmethod
     def from_json(cls, text: str | bytes) -> ArtifactManifest:
         """Parse and validate manifest JSON; raise ManifestUnsupported / ManifestInvalid naming the field."""
-        try:
-            doc = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ManifestInvalid(f"the manifest is not valid JSON: {err}") from err
-        return cls.from_dict(doc)
+        return cls.from_dict(load_json(text))
 
     @classmethod
     def from_dict(cls, doc: Any) -> ArtifactManifest:
@@ -276,11 +300,14 @@ class ArtifactManifest:
         if not isinstance(doc, dict):
             raise ManifestInvalid("the manifest must be a JSON object")
         check_schema(doc.get("schema_version", None), "schema_version" in doc)
+        check_depth(doc)
         try:
             parsed: ArtifactManifest = read_dataclass(cls, doc)
         except FieldError as err:
             known = "" if err.known is None else f"; schema {SCHEMA_VERSION} knows {err.known}"
             raise ManifestInvalid(f"{str(err).replace('the document', 'the manifest')}{known}") from None
+        except OverflowError as err:  # float() of an int over ~1e308 (finding L2: it was INTERNAL)
+            raise ManifestInvalid(f"the manifest has a number too large for a float field: {err}") from None
         return parsed
 
     def to_dict(self) -> dict[str, Any]:
@@ -290,6 +317,20 @@ class ArtifactManifest:
     def to_json(self) -> str:
         """The manifest file's text."""
         return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+def load_json(text: str | bytes) -> Any:
+    """json.loads, with every way hostile text can fail it mapped to ManifestInvalid (finding L2).
+
+    Why more than JSONDecodeError: an integer over 4,300 digits raises a plain ValueError (CPython's
+    int-to-string limit), and deep nesting raises RecursionError; both became INTERNAL.
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
+        raise ManifestInvalid(f"the manifest is not valid JSON: {err}") from err
+    except RecursionError:
+        raise ManifestInvalid(f"the manifest is nested too deeply (at most {MAX_DEPTH} levels)") from None
 
 
 def check_schema(version: object, present: bool = True) -> None:

@@ -12,6 +12,7 @@ the runtime keys (threads, memory, precision, attention_mode, ...) once, inside 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ class _Context(Protocol):
 
 class _CLlm(Protocol):
     def erase_history(self, begin: int, end: int) -> None: ...
+    def dump_config(self) -> str: ...
 
 
 class _PyLlm(Protocol):
@@ -86,6 +88,11 @@ class MnnLlm:
                 "damaged or for another MNN version); rebuild the artifact with `edgellm convert`"
             )
         return cls(llm)
+
+    def settings(self) -> dict[str, object]:
+        """The config MNN runs with: the artifact's files merged with what `open` set."""
+        merged: dict[str, object] = json.loads(self._llm._c_obj.dump_config())
+        return merged
 
     def encode(self, text: str) -> list[int]:
         """The artifact's tokenizer, no template."""

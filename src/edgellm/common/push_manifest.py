@@ -9,11 +9,10 @@ is also another file's directory).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 
 from edgellm.common.errors import InvalidArgument
-from edgellm.common.manifest import ArtifactManifest, FileEntry, check_path
+from edgellm.common.manifest import ArtifactManifest, FileEntry, check_path, load_json
 
 # PushArtifact's initial metadata: the serialized ArtifactStatus the device holds once the push
 # has the artifact's lock; the client sends chunks only after it, planned from it.
@@ -65,10 +64,7 @@ def parse_manifest(text: str | bytes) -> PushManifest:
         raise InvalidArgument("the manifest is empty (the first message of a push must carry it)")
     if len(raw) > MAX_MANIFEST_BYTES:
         raise InvalidArgument(f"the manifest is {len(raw)} bytes; at most {MAX_MANIFEST_BYTES} allowed")
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InvalidArgument(f"the manifest is not valid JSON: {err}") from err
+    doc = load_json(raw)
     if not isinstance(doc, dict):
         raise InvalidArgument("the manifest must be a JSON object")
     _check_entries(doc.get("files"))

@@ -23,6 +23,7 @@ BASH = f"{PREFIX}/bin/bash"
 STAGING = "/data/local/tmp/edgellm"  # writable by adb's shell user, readable by run-as
 SSH_PORT = 8022
 PUBKEY_ON_PHONE = "/sdcard/Download/edgellm_id_ed25519.pub"
+PUBKEY_COPY = "~/.ssh/edgellm_id_ed25519.pub"  # Termux's private copy: checked and appended (L6)
 
 # Why a prologue: neither `run-as` nor a non-login ssh session sets Termux's environment, and
 # Termux binaries (pkg, pip, sv) need PREFIX, PATH and termux-exec's LD_PRELOAD for shebangs;
@@ -147,6 +148,15 @@ class SshChannel:
 
     def put(self, src: Path, dst: str) -> None:
         """scp the file (after making its directory)."""
+        # Why a character check rather than shlex.quote (finding S19): legacy-protocol scp (-O)
+        # hands the remote path to the remote shell, but SFTP-mode scp (OpenSSH 9+) takes it
+        # literally, so quotes would become part of the name; a path that needs no quoting is
+        # read the same by both.
+        if not dst or shlex.quote(dst) != dst:
+            raise DeployError(
+                f"refusing to scp to {dst!r}: remote paths may only use letters, digits and @%+=:,./-_ "
+                "(rename the file)"
+            )
         self.run(f"mkdir -p {shlex.quote(dst.rsplit('/', 1)[0])}")
         argv = ["scp", "-P", str(self.local_port), *self._opts(), str(src), f"127.0.0.1:{dst}"]
         p = self.runner(argv)
@@ -155,22 +165,24 @@ class SshChannel:
 
 
 # Why the fingerprint check: the public key waits on shared storage, where any app with storage
-# access could swap in its own key before the user appends it (finding S18). The user compares the
-# fingerprint Termux prints with this one before trusting the file. sshd listens on loopback only:
-# the host reaches it through `adb forward`, and no one on the Wi-Fi can.
+# access could swap in its own key before the user appends it (finding S18). So Termux first
+# copies it into its private ~/.ssh, the user compares the fingerprint of that copy with this one,
+# and the copy is what gets appended: a swap after the check changes nothing (finding L6). sshd
+# listens on loopback only: the host reaches it through `adb forward`, and no one on the Wi-Fi can.
 SSH_SETUP_HELP = """\
 This Termux build is not debuggable, so the host drives it through Termux's own sshd.
 One-time setup: open Termux on the phone and type these lines:
 
-    termux-setup-storage; pkg install -y openssh && ssh-keygen -lf {pubkey}
+    termux-setup-storage; pkg install -y openssh && mkdir -p ~/.ssh && chmod 700 ~/.ssh && \\
+    cp {pubkey} {copy} && ssh-keygen -lf {copy}
 
 It must print this fingerprint (if it differs, another app replaced the key: stop here):
 
     {fingerprint}
 
-Then append the key and start sshd on loopback only, and come back and press Enter:
+Then append that checked copy, start sshd on loopback only, and come back and press Enter:
 
-    mkdir -p ~/.ssh && cat {pubkey} >> ~/.ssh/authorized_keys && \\
+    cat {copy} >> ~/.ssh/authorized_keys && chmod 600 ~/.ssh/authorized_keys && \\
     echo 'ListenAddress 127.0.0.1' >> $PREFIX/etc/ssh/sshd_config && sshd
 """
 
@@ -208,12 +220,12 @@ def open_ssh_channel(
     ensure_ssh_keys(keys, runner)
     phone.push(keys.public, PUBKEY_ON_PHONE, mode=0o644)
     fingerprint = key_fingerprint(keys.public.read_text())
-    if not confirm(SSH_SETUP_HELP.format(pubkey=PUBKEY_ON_PHONE, fingerprint=fingerprint)):
+    if not confirm(SSH_SETUP_HELP.format(pubkey=PUBKEY_ON_PHONE, copy=PUBKEY_COPY, fingerprint=fingerprint)):
         raise DeployError("ssh setup declined; see docs/deploy.md, 'Non-debuggable Termux'")
     if not channel.run("true").ok:
         raise DeployError(
             f"cannot log in to Termux's sshd on port {SSH_PORT}: is `sshd` running in Termux and "
-            f"{PUBKEY_ON_PHONE} appended to ~/.ssh/authorized_keys?"
+            f"{PUBKEY_COPY} appended to ~/.ssh/authorized_keys?"
         )
     log.info("ssh_channel_ready", port=local_port)
     return channel

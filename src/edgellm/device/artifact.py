@@ -7,11 +7,14 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgellm.common.errors import FailedPrecondition, InvalidArgument, NotFound
+from edgellm.common.errors import EdgeError, FailedPrecondition, InvalidArgument, NotFound
 from edgellm.common.hashing import sha256_file
+from edgellm.common.logs import get_logger
 from edgellm.common.manifest import MANIFEST, ArtifactManifest
 from edgellm.common.runtime import Runtime
-from edgellm.device.mnn_paths import MNN_CONFIG, check_mnn_paths
+from edgellm.device.mnn_paths import MNN_CONFIG, artifact_label, check_mnn_paths
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,11 @@ def parse_artifact_manifest(raw: bytes, where: Path) -> ArtifactManifest:
     try:
         return ArtifactManifest.from_json(raw)
     except InvalidArgument as err:
-        raise FailedPrecondition(f"artifact {where} has an invalid {MANIFEST}: {err}") from err
+        raise FailedPrecondition(
+            f"artifact {artifact_label(where)} has an invalid {MANIFEST}: {err}"
+        ) from err
     except FailedPrecondition as err:  # unsupported schema_version: the message says which one we read
-        raise FailedPrecondition(f"artifact {where}: {err}") from err
+        raise FailedPrecondition(f"artifact {artifact_label(where)}: {err}") from err
 
 
 def open_artifact(path: Path, verify_hashes: bool = False, links_into: Path | None = None) -> Artifact:
@@ -80,24 +85,36 @@ def open_artifact(path: Path, verify_hashes: bool = False, links_into: Path | No
     symbolic link is accepted only when `links_into` is given and it points into that directory
     (the store's blobs, where Android refuses hard links). With `verify_hashes`, each file's
     sha256 is checked too. Before MNN opens it, `check_loadable` checks what its config names.
+
+    Messages name the artifact by its id (or its directory's name) and the file inside it, never
+    the device's absolute path (finding L9); the log keeps the path.
     """
+    try:
+        return _open(path, verify_hashes, links_into)
+    except EdgeError as err:
+        log.info("artifact_refused", path=str(path), reason=str(err))
+        raise
+
+
+def _open(path: Path, verify_hashes: bool, links_into: Path | None) -> Artifact:
+    label = artifact_label(path)
     manifest_path = path / MANIFEST
     if manifest_path.is_symlink() or not manifest_path.is_file():
-        raise NotFound(f"no artifact at {path}: {MANIFEST} missing (build one with `edgellm convert`)")
+        raise NotFound(f"no artifact {label}: {MANIFEST} missing (build one with `edgellm convert`)")
     raw = manifest_path.read_bytes()
     manifest = parse_artifact_manifest(raw, path)
     for entry in manifest.files:
         f = _listed_file(path, entry.path, links_into)
         if f is None or f.stat().st_size != entry.size:
             raise FailedPrecondition(
-                f"artifact {path} is incomplete: {entry.path} missing or of the wrong size"
+                f"artifact {label} is incomplete: {entry.path} missing or of the wrong size"
             )
         if verify_hashes and not _hash_matches(f, entry.sha256):
-            raise FailedPrecondition(f"artifact {path} is corrupt: {entry.path} does not match its sha256")
+            raise FailedPrecondition(f"artifact {label} is corrupt: {entry.path} does not match its sha256")
     listed = {f.path for f in manifest.files}
     for required in (MNN_CONFIG, manifest.tokenizer.token_table):
         if required not in listed:
-            raise FailedPrecondition(f"artifact {path} has no {required} (its manifest does not list it)")
+            raise FailedPrecondition(f"artifact {label} has no {required} (its manifest does not list it)")
     return Artifact(path=path, manifest=manifest, artifact_id=hashlib.sha256(raw).hexdigest())
 
 
@@ -114,7 +131,9 @@ def _listed_file(root: Path, name: str, links_into: Path | None) -> Path | None:
     for part in parts[:-1]:
         here = here / part
         if here.is_symlink():
-            raise FailedPrecondition(f"artifact {root}: {name} is reached through a symbolic link")
+            raise FailedPrecondition(
+                f"artifact {artifact_label(root)}: {name} is reached through a symbolic link"
+            )
     f = here / parts[-1]
     try:
         st = f.lstat()
@@ -124,11 +143,12 @@ def _listed_file(root: Path, name: str, links_into: Path | None) -> Path | None:
         target = f.resolve()
         if links_into is None or not target.is_relative_to(links_into.resolve()):
             raise FailedPrecondition(
-                f"artifact {root}: {name} is a symbolic link; artifact files must be regular files"
+                f"artifact {artifact_label(root)}: {name} is a symbolic link; "
+                "artifact files must be regular files"
             )
         return target if target.is_file() else None
     if not stat.S_ISREG(st.st_mode):
-        raise FailedPrecondition(f"artifact {root}: {name} is not a regular file")
+        raise FailedPrecondition(f"artifact {artifact_label(root)}: {name} is not a regular file")
     return f
 
 

@@ -58,6 +58,8 @@ class DaemonConfig:
     tls_self_signed: bool = False  # kept for old scripts: a token always comes with <data_dir>/tls (self-signed)
     max_pushes: int = 2  # concurrent PushArtifact streams; more answer RESOURCE_EXHAUSTED
     push_idle_timeout_s: float = 60.0  # a push silent this long is stopped and its reservation freed
+    push_min_bytes_per_s: int = 64 * 1024  # after push_rate_grace_s, a slower push is stopped (L8); 0 = off
+    push_rate_grace_s: float = 60.0  # waiting for the client this long is allowed before the rate counts
     max_telemetry_streams: int = 8  # concurrent StreamTelemetry subscribers
     max_health_watchers: int = 16  # concurrent Health/Watch streams (open without a token)
     allow_dir_load: bool = False  # LoadModel may name a directory outside the store (S6)

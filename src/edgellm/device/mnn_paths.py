@@ -10,6 +10,7 @@ name must be listed too.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,13 @@ _OPTIONAL_DEFAULTS = ("llm_config.json", "embeddings_bf16.bin")
 # embedding_file, visual_model, mllm.*...); any key shaped like one is treated as one.
 _PATH_SUFFIXES = ("_model", "_weight", "_file", "_config", "_dir", "_path")
 _REFUSED_KEYS = ("base_dir",)  # would move every other path outside the artifact
+_STORE_ID = re.compile(r"[0-9a-f]{64}")  # a store artifact's directory name: its manifest's sha256
+
+
+def artifact_label(path: Path) -> str:
+    """How messages name an artifact directory: a store artifact's id (12 digits), else the
+    directory's own name; never the absolute path, which tells a client the device's layout (L9)."""
+    return path.name[:12] if _STORE_ID.fullmatch(path.name) else repr(path.name)
 
 
 def check_mnn_paths(artifact_dir: Path, listed: set[str]) -> None:
@@ -55,9 +63,12 @@ def _read(path: Path, name: str) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError) as err:
-        raise FailedPrecondition(f"artifact {path.parent}: {name} is not readable JSON: {err}") from err
+        why = err.strerror if isinstance(err, OSError) else str(err)  # an OSError's text has the path
+        raise FailedPrecondition(
+            f"artifact {artifact_label(path.parent)}: {name} is not readable JSON: {why}"
+        ) from err
     if not isinstance(doc, dict):
-        raise FailedPrecondition(f"artifact {path.parent}: {name} must be a JSON object")
+        raise FailedPrecondition(f"artifact {artifact_label(path.parent)}: {name} must be a JSON object")
     return doc
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 
 from edgellm.client.client import DaemonClient
 from edgellm.client.commands.common_args import add_target, client_from
@@ -75,6 +76,18 @@ def run_push(ns: argparse.Namespace) -> int:
     return 0
 
 
+def terminal_safe(text: str) -> str:
+    """TEXT with control and format characters escaped (\\x1b, \\u202e), so a name cannot drive the terminal.
+
+    Why: a daemon before finding L5's fix (or any peer holding the token) may list a name with ANSI
+    escapes or bidi overrides; written raw, they could clear the screen or disguise another model.
+    """
+    return "".join(
+        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Cf") else c
+        for c in text
+    )
+
+
 def run_models(ns: argparse.Namespace) -> int:
     """One line per installed artifact; '*' marks the loaded one."""
     with client_from(ns) as client:
@@ -90,7 +103,8 @@ def run_models(ns: argparse.Namespace) -> int:
     for m in resp.models:
         mark = "*" if m.loaded else " "
         sys.stdout.write(
-            f"{mark} {m.artifact_id[:12]}  {m.name:<24} {m.quantization:<10} {m.size_bytes / 1e6:8.1f} MB\n"
+            f"{mark} {terminal_safe(m.artifact_id[:12])}  {terminal_safe(m.name):<24} "
+            f"{terminal_safe(m.quantization):<10} {m.size_bytes / 1e6:8.1f} MB\n"
         )
     if not resp.models:
         sys.stdout.write("no artifacts on the device (push one with `edgellm push DIR`)\n")
@@ -100,7 +114,7 @@ def run_models(ns: argparse.Namespace) -> int:
 def _load(client: DaemonClient, model: str) -> int:
     r = client.stub.LoadModel(device_pb2.LoadModelRequest(model=model))
     sys.stdout.write(
-        f"loaded {r.model.name} ({r.model.artifact_id[:12]}): "
+        f"loaded {terminal_safe(r.model.name)} ({terminal_safe(r.model.artifact_id[:12])}): "
         f"load {r.load_ms:.0f} ms, warm-up {r.warmup_ms:.0f} ms\n"
     )
     return 0

@@ -11,7 +11,7 @@ import numpy.typing as npt
 from edgellm.common.errors import InvalidArgument
 from edgellm.device.artifact import Artifact
 from edgellm.device.constrain.constraint import Constraint
-from edgellm.device.constrain.library import TokenizerCache, compile_grammar, load_library
+from edgellm.device.constrain.library import TokenizerCache, compile_grammar, load_library, parser_limits
 from edgellm.device.engine.base import Logits
 
 _PENALTY = np.array([-np.inf, 0.0], dtype=np.float32)  # added to a logit: forbidden, allowed
@@ -21,7 +21,7 @@ class TokenGuide:
     """The grammar state of one request (llguidance's LLMatcher) and what its masks cost."""
 
     def __init__(self, lib: ModuleType, tokenizer: object, grammar: str, vocab_size: int) -> None:
-        self._matcher = lib.LLMatcher(tokenizer, grammar, log_level=0)
+        self._matcher = lib.LLMatcher(tokenizer, grammar, log_level=0, limits=parser_limits(lib))
         if self._matcher.is_error():
             raise InvalidArgument(f"the constraint is invalid: {self._matcher.get_error()}")
         self._vocab = vocab_size

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.logs import get_logger
+from edgellm.common.manifest import check_depth
 from edgellm.common.token_table import TokenTable
 from edgellm.device.artifact import Artifact
 from edgellm.device.constrain.closed import close_objects
-from edgellm.device.constrain.constraint import Constraint, ConstraintKind
+from edgellm.device.constrain.constraint import Constraint, ConstraintKind, check_constraint_size
 
 if TYPE_CHECKING:
     import llguidance
@@ -36,6 +37,28 @@ INSTALL = (
 # rule; a schema can still choose its own with an "x-guidance" object.
 JSON_DEFAULTS = {"whitespace_pattern": r"(?: |\n{1,2}[ \t]{0,20})"}
 ANY_OBJECT = '{"type": "object"}'
+# Why a depth cap: close_objects walks a schema recursively, and a schema nested 600 deep hit
+# Python's recursion limit (RecursionError, answered INTERNAL: finding L2); real ones nest < 10.
+MAX_SCHEMA_DEPTH = 64
+# llguidance's parser limits, explicit rather than whatever the installed version defaults to
+# (finding L13), so compile work per request stays bounded: grammar symbols and lexer states at a
+# fifth and two fifths of llguidance 1.x's defaults (a 64 KiB schema needs well under 20,000
+# symbols), fuel and Earley items at its defaults, and errors without parser dumps.
+PARSER_LIMITS = {
+    "max_items_in_row": 2_000,
+    "initial_lexer_fuel": 1_000_000,
+    "step_lexer_fuel": 200_000,
+    "step_max_items": 50_000,
+    "max_lexer_states": 100_000,
+    "max_grammar_size": 100_000,
+    "verbose_errors": False,
+}
+
+
+def parser_limits(lib: ModuleType, **overrides: int) -> llguidance.LLParserLimits:
+    """llguidance's LLParserLimits with PARSER_LIMITS (OVERRIDES win: tests)."""
+    limits: llguidance.LLParserLimits = lib.LLParserLimits(**{**PARSER_LIMITS, **overrides})
+    return limits
 
 
 def load_library() -> ModuleType:
@@ -46,9 +69,13 @@ def load_library() -> ModuleType:
         raise FailedPrecondition(f"this daemon cannot constrain output: {err}; {INSTALL}") from err
 
 
-def compile_grammar(lib: ModuleType, constraint: Constraint) -> str:
+def compile_grammar(
+    lib: ModuleType, constraint: Constraint, limits: llguidance.LLParserLimits | None = None
+) -> str:
     """llguidance's grammar for a constraint; InvalidArgument (with the library's message) if it is bad."""
     field = f"constraint.{constraint.kind.value}"
+    check_constraint_size(field, constraint.text)
+    limits = limits if limits is not None else parser_limits(lib)
     matcher = lib.LLMatcher
     if constraint.kind == ConstraintKind.JSON_OBJECT:
         grammar: str = matcher.grammar_from_json_schema(ANY_OBJECT, defaults=JSON_DEFAULTS)
@@ -60,6 +87,12 @@ def compile_grammar(lib: ModuleType, constraint: Constraint) -> str:
             schema = json.loads(constraint.text)
         except json.JSONDecodeError as err:
             raise InvalidArgument(f"{field} is not valid JSON: {err}") from err
+        except (ValueError, RecursionError):  # an int over 4,300 digits; nesting past the C parser's limit
+            raise InvalidArgument(
+                f"{field} is not JSON this daemon reads (nested over {MAX_SCHEMA_DEPTH} levels, or a "
+                "number over 4,300 digits)"
+            ) from None
+        check_depth(schema, MAX_SCHEMA_DEPTH, field)
         if not isinstance(schema, dict | bool):
             kind = type(schema).__name__
             raise InvalidArgument(f"{field} must be a JSON object (or true/false), got {kind}")
@@ -72,7 +105,7 @@ def compile_grammar(lib: ModuleType, constraint: Constraint) -> str:
         grammar = matcher.grammar_from_regex(constraint.text)
     else:
         grammar = matcher.grammar_from_lark(constraint.text)
-    failed, messages = matcher.validate_grammar_with_warnings(grammar)
+    failed, messages = matcher.validate_grammar_with_warnings(grammar, limits=limits)
     if failed:
         raise InvalidArgument(f"{field} is invalid: {messages[0].strip()}")
     if messages:
@@ -94,8 +127,9 @@ class GrammarTokenizer:
         name = artifact.manifest.tokenizer.hf_tokenizer
         if name is None:
             raise FailedPrecondition(
-                f"artifact {artifact.name} ({artifact.path}) carries no tokenizer.json, which constrained "
-                "output needs: rebuild it with this edgellm (`edgellm convert` or `edgellm quantize`)"
+                f"artifact {artifact.name} ({artifact.artifact_id[:12]}) carries no tokenizer.json, "
+                "which constrained output needs: rebuild it with this edgellm "
+                "(`edgellm convert` or `edgellm quantize`)"
             )
         start = time.perf_counter()
         vocab = artifact.manifest.model.vocab_size
@@ -103,7 +137,10 @@ class GrammarTokenizer:
             text = (artifact.path / name).read_text(encoding="utf-8")
             tokenizer = lib.LLTokenizer(text, n_vocab=vocab, eos_token=sorted(artifact.stop_token_ids))
         except (OSError, ValueError, RuntimeError) as err:
-            raise FailedPrecondition(f"artifact {artifact.path}: {name} cannot be read: {err}") from err
+            why = err.strerror if isinstance(err, OSError) else str(err)  # an OSError's text has the path
+            raise FailedPrecondition(
+                f"artifact {artifact.artifact_id[:12]}: {name} cannot be read: {why}"
+            ) from err
         _check_bytes(tokenizer, TokenTable(artifact.token_table), artifact, name)
         build_ms = (time.perf_counter() - start) * 1000
         log.info("grammar_tokenizer_ready", artifact=artifact.name, build_ms=round(build_ms, 1))
@@ -121,7 +158,7 @@ def _check_bytes(tokenizer: llguidance.LLTokenizer, table: TokenTable, artifact:
             continue
         if tokenizer.decode_bytes([token]) != expected:
             raise FailedPrecondition(
-                f"artifact {artifact.path}: {name} reads token {token} as "
+                f"artifact {artifact.artifact_id[:12]}: {name} reads token {token} as "
                 f"{tokenizer.decode_bytes([token])!r} but tokens.bin says {expected!r}; "
                 "rebuild the artifact with this edgellm"
             )

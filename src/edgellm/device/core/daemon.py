@@ -20,7 +20,7 @@ from edgellm.common.logs import get_logger
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.models import EngineFactory, ModelLifecycle, same_load
-from edgellm.device.core.scheduler import Scheduler
+from edgellm.device.core.scheduler import Scheduler, load_wait_s
 from edgellm.device.core.state import (
     ConfigUpdate,
     DaemonState,
@@ -147,9 +147,14 @@ class DaemonCore:
         return [ModelEntry(a, self.models.is_loaded(a.artifact_id)) for a in arts]
 
     # -- generation --------------------------------------------------------------------------------
-    def generate(self, job: GenerationJob, model: str = "") -> AsyncIterator[Event]:
-        """Queue a generation for the loaded model (`model`, if given, must name it) and stream its events."""
-        return self.scheduler.generate(job, model)
+    def generate(
+        self, job: GenerationJob, model: str = "", time_remaining: float | None = None
+    ) -> AsyncIterator[Event]:
+        """Queue a generation for the loaded model (`model`, if given, must name it) and stream its events.
+
+        A model that is loading is waited for, within the call's time_remaining (its deadline).
+        """
+        return self.scheduler.generate(job, model, load_wait_s(time_remaining))
 
     def cancel(self, request_id: str) -> bool:
         """Cancel a running or queued request by id."""
@@ -158,7 +163,9 @@ class DaemonCore:
     # -- state and control -------------------------------------------------------------------------
     @property
     def engine_state(self) -> EngineState:
-        """What the engine is doing now."""
+        """What the engine is doing now (LOADING from the first hash check of a load to its end)."""
+        if self.scheduler.phase is None and self.models.loading is not None:
+            return EngineState.LOADING
         return self.scheduler.phase or self.models.state
 
     def status(self) -> DaemonState:
@@ -247,7 +254,9 @@ class DaemonCore:
     async def artifact_status(self, manifest_json: str = "", artifact_id: str = "") -> StoreStatus:
         """What the device holds of an artifact (for resume), by its manifest or by an id it knows."""
         if manifest_json:
-            return await asyncio.to_thread(self.store.status, parse_manifest(manifest_json))
+            # Both off the event loop (S22): parsing a manifest of up to 1 MiB takes milliseconds.
+            manifest = await asyncio.to_thread(parse_manifest, manifest_json)
+            return await asyncio.to_thread(self.store.status, manifest)
         if artifact_id:
             check_artifact_id(artifact_id)
             manifest = await asyncio.to_thread(self.store.known_manifest, artifact_id)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound
+from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound, Unavailable
 from edgellm.common.logs import get_logger
 from edgellm.common.runtime import Runtime
 from edgellm.device.admission import admit, kv_bytes, memory_need
@@ -75,6 +75,20 @@ def names(artifact: Artifact, name: str) -> bool:
     return name in (artifact.name, artifact.artifact_id) or by_prefix
 
 
+@dataclass
+class LoadUnderway:
+    """A load in progress: what it loads (a path's name until the manifest is read) and since when."""
+
+    name: str
+    started: float  # time.monotonic()
+    done: asyncio.Event
+
+    @property
+    def seconds(self) -> float:
+        """How long it has been loading."""
+        return time.monotonic() - self.started
+
+
 @dataclass(frozen=True)
 class Loaded:
     """The model in the engine: what was loaded, the engine, and the driver of its KV cache."""
@@ -100,6 +114,8 @@ class ModelLifecycle:
         self.store = store
         self.engine_factory = engine_factory
         self.loaded: Loaded | None = None
+        self.loading: LoadUnderway | None = None  # set on the event loop for the whole of load()
+        self.load_waiters = 0  # requests waiting for it (the startup race: they wait, not fail)
         self.state = EngineState.EMPTY  # EMPTY, LOADING or IDLE; the scheduler reports its own phases
         self.last_used = time.monotonic()
         self._listeners: list[Callable[[bool], None]] = []
@@ -121,22 +137,53 @@ class ModelLifecycle:
         native crash is known at the next start (`crashed_last_load`); the model is remembered for
         restarts only after a real forward succeeded.
         """
+        underway = self.loading = LoadUnderway(path.name, time.monotonic(), asyncio.Event())
+        try:
+            loaded = await self._load_checked(path, underway)
+        finally:
+            underway.done.set()  # waiting requests look again: at the model, or at why it is not there
+            if self.loading is underway:
+                self.loading = None
+        if not self.tuning.pinned:
+            self.on_threads(self.tuning.threads)  # on the event loop, where the governor lives
+        self.last_used = time.monotonic()
+        self._remember(loaded.artifact)
+        self._notify(True)
+        return loaded.info
+
+    async def _load_checked(self, path: Path, underway: LoadUnderway) -> Loaded:
         artifact = await asyncio.to_thread(self._open_checked, path)
+        underway.name = artifact.name
         engine_config = self.engine_config(artifact.runtime)
         self.check_memory(artifact, engine_config.attention_mode)
         self._write_json(
             self._loading_file, {"path": str(artifact.path), "artifact_id": artifact.artifact_id}
         )
         try:
-            loaded = await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
+            return await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
         finally:
             self._loading_file.unlink(missing_ok=True)  # a Python-level failure is not a crash
-        if not self.tuning.pinned:
-            self.on_threads(self.tuning.threads)  # on the event loop, where the governor lives
-        self.last_used = time.monotonic()
-        self._remember(artifact)
-        self._notify(True)
-        return loaded.info
+
+    async def wait_for_load(self, wait_s: float) -> None:
+        """With no model loaded but one loading, wait for that load up to WAIT_S seconds.
+
+        Why: a request that arrives while the daemon loads its startup model (or switches models)
+        used to be told "no model is loaded" although one was on its way. It now waits, as Ollama's
+        do; past WAIT_S it gets UNAVAILABLE saying what is loading and for how long. A load that
+        fails leaves the request to require_loaded's answer.
+        """
+        deadline = time.monotonic() + wait_s
+        while self.loaded is None and (underway := self.loading) is not None:
+            self.load_waiters += 1
+            try:
+                await asyncio.wait_for(underway.done.wait(), max(deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                raise Unavailable(
+                    f"model {underway.name} is loading (for {underway.seconds:.0f} s); retry when "
+                    "`edgellm status` shows it loaded, or give the call a longer deadline"
+                ) from None
+            finally:
+                self.load_waiters -= 1
 
     def _open_checked(self, path: Path) -> Artifact:
         in_store = path.resolve().parent == self.store.artifacts.resolve()
@@ -254,7 +301,7 @@ class ModelLifecycle:
         slides_by_erase = bool(c.kv_window) and c.kv_method == KvMethod.ERASE
         mode = attention_mode(runtime, c.kv_quant, slides_by_erase)
         config = EngineConfig.for_runtime(runtime, threads=c.threads, attention_mode=mode)
-        return replace(config, draft_max=c.draft_max)
+        return replace(config, draft_max=c.draft_max, scratch_dir=str(c.data_dir / "mnn-tmp"))
 
     def window_policy(self) -> WindowPolicy:
         """The daemon's sliding-window policy."""

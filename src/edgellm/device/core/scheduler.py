@@ -26,6 +26,17 @@ log = get_logger(__name__)
 
 # Longest the engine waits for a streamed token to reach gRPC before computing the next one.
 DELIVERY_WAIT_S = 0.02
+# Longest a request without a deadline waits for a model that is loading (Ollama's default load
+# timeout is 5 min; 2 min covers a phone's cold load of a 1.7B model read from flash).
+MAX_LOAD_WAIT_S = 120.0
+
+
+def load_wait_s(time_remaining: float | None) -> float:
+    """How long a request may wait for a loading model: its deadline, less a margin to answer
+    UNAVAILABLE before the client gives up (a tenth, at most 1 s), capped at MAX_LOAD_WAIT_S."""
+    if time_remaining is None:
+        return MAX_LOAD_WAIT_S
+    return max(0.0, min(MAX_LOAD_WAIT_S, time_remaining - min(1.0, time_remaining / 10)))
 
 
 def request_policy(daemon: WindowPolicy, job: GenerationJob, context_length: int) -> WindowPolicy:
@@ -64,8 +75,14 @@ class Scheduler:
         """Whether a generation runs or waits."""
         return self.phase is not None or self.worker.depth > 0
 
-    async def generate(self, job: GenerationJob, model: str = "") -> AsyncIterator[Event]:
-        """Queue job and yield its events; cancelling the iterator stops the engine within a token."""
+    async def generate(
+        self, job: GenerationJob, model: str = "", load_wait_s: float = MAX_LOAD_WAIT_S
+    ) -> AsyncIterator[Event]:
+        """Queue job and yield its events; cancelling the iterator stops the engine within a token.
+
+        A model still loading is waited for, up to `load_wait_s` (then UNAVAILABLE says so).
+        """
+        await self.models.wait_for_load(load_wait_s)
         self.models.require_loaded(model)
         # The ticket carries this context to the worker thread: its logs name the request.
         with structlog.contextvars.bound_contextvars(request_id=job.request_id):

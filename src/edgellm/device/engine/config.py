@@ -95,6 +95,8 @@ class EngineConfig:
     # max 2.74 (over 4,447 positions); the gate
     # keeps a margin above it. Greedy speculation accepts a token only when it leads by more.
     logit_tolerance: float = 3.5
+    # A directory the daemon owns (<data_dir>/mnn-tmp) for MNN's tmp_path; "" outside a daemon.
+    scratch_dir: str = ""
 
     @classmethod
     def for_runtime(cls, runtime: Runtime, threads: int, attention_mode: int) -> EngineConfig:
@@ -108,7 +110,15 @@ class EngineConfig:
         )
 
     def mnn_overrides(self) -> dict[str, object]:
-        """The MNN config keys this config sets (all read once, inside load())."""
+        """The MNN config keys this config sets (all read once, inside load()).
+
+        They are merged over the artifact's own config.json, so they also switch off what an
+        artifact must not choose (finding L10): MNN 3.6.1's LlmConfig reads use_cached_mmap
+        (default true), kvcache_mmap and use_mmap to decide whether to write weight and KV files,
+        under tmp_path (default "", the process's directory), and prefix_cache_path names the
+        prefix cache's directory there. All writing is off, tmp_path is the daemon's own directory,
+        and the prefix cache keeps MNN's default relative name inside it.
+        """
         return {
             "thread_num": self.threads,
             "precision": self.precision,
@@ -117,6 +127,10 @@ class EngineConfig:
             "dynamic_option": self.dynamic_option,
             "attention_mode": self.attention_mode,
             "use_mmap": self.use_mmap,
+            "use_cached_mmap": False,
+            "kvcache_mmap": False,
+            "tmp_path": self.scratch_dir,
+            "prefix_cache_path": "prefixcache",
             "all_logits": self.all_logits,
             "backend_type": "cpu",
             **self._speculative(),

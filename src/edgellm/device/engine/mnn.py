@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from edgellm.common.token_table import TokenTable
 from edgellm.device.artifact import Artifact, check_loadable
 from edgellm.device.engine.base import Logits, last_row
 from edgellm.device.engine.config import EngineConfig, verify_lengths
+from edgellm.device.mnn_paths import artifact_label
 
 log = get_logger(__name__)
 
@@ -28,7 +30,7 @@ class MnnEngine:
         try:
             self.tokens = TokenTable(artifact.token_table)
         except ValueError as err:  # a damaged artifact, not a bad request and not a daemon bug
-            raise FailedPrecondition(f"artifact {artifact.path} is damaged: {err}") from err
+            raise FailedPrecondition(f"artifact {artifact_label(artifact.path)} is damaged: {err}") from err
         self.stop_ids = artifact.stop_token_ids
         self.context_length = artifact.context_length
         self._llm: MnnLlm | None = None
@@ -41,6 +43,8 @@ class MnnEngine:
     def load(self) -> None:
         """Create the runtime with our settings (they only apply before load) and load weights."""
         start = time.perf_counter()
+        if self.config.scratch_dir:  # MNN's tmp_path: the daemon's own, private directory (L10)
+            Path(self.config.scratch_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         overrides = self.config.mnn_overrides()
         self._llm = MnnLlm.open(self.artifact.mnn_config, overrides)
         self.load_ms = (time.perf_counter() - start) * 1000

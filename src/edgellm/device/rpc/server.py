@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -57,10 +58,16 @@ class RunningDaemon:
         await self.core.close()
 
 
-async def start_server(config: DaemonConfig, engine_factory: EngineFactory = MnnEngine) -> RunningDaemon:
+async def start_server(
+    config: DaemonConfig,
+    engine_factory: EngineFactory = MnnEngine,
+    on_listening: Callable[[RunningDaemon], None] | None = None,
+) -> RunningDaemon:
     """Bind, register services, start serving; load config.model if given.
 
     `engine_factory` builds the engine for each load: MNN in the product, a fake in RPC tests.
+    `on_listening` is told the daemon once it serves, before the startup load (requests that
+    arrive during that load wait for it: core/models.py `wait_for_load`).
     """
     tune_for_streaming()  # pushes arrive as 1 MiB messages (src/edgellm/common/allocator.py)
     security = daemon_security(config)
@@ -81,6 +88,8 @@ async def start_server(config: DaemonConfig, engine_factory: EngineFactory = Mnn
         tls=fingerprint(security.tls.cert.read_text()) if security.tls else "off",
     )
     running = RunningDaemon(server, core, health_state.servicer, port, security)
+    if on_listening is not None:
+        on_listening(running)
     if config.model is not None:
         try:
             await core.load_at_start(config.model)

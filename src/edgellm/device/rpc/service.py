@@ -14,7 +14,7 @@ from edgellm.common.push_manifest import PUSH_STATUS_KEY
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.core.daemon import DaemonCore
 from edgellm.device.rpc import wire
-from edgellm.device.rpc.limits import Slots, idle_limited
+from edgellm.device.rpc.limits import Pace, Slots, paced
 from edgellm.device.rpc.validation import check_id, generation_job
 from edgellm.device.store import StoreStatus
 from edgellm.device.telemetry.shared import MIN_TELEMETRY_INTERVAL_MS
@@ -30,6 +30,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         self.core = core
         cfg = core.config
         self.push_slots = Slots("pushes", cfg.max_pushes, "wait for one to finish, then push again")
+        self.push_pace = Pace(cfg.push_idle_timeout_s, cfg.push_min_bytes_per_s, cfg.push_rate_grace_s)
         self.telemetry_slots = Slots(
             "telemetry streams", cfg.max_telemetry_streams, "close one (each costs sensor reads)"
         )
@@ -40,7 +41,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
     ) -> AsyncIterator[device_pb2.GenerateResponse]:
         """Stream a completion."""
         job = generation_job(request, self.core.config, current_request_id())
-        async for event in self.core.generate(job, request.model):
+        async for event in self.core.generate(job, request.model, context.time_remaining()):
             yield wire.generate_response(event, job.request_id)
 
     @unary
@@ -119,7 +120,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
             await context.send_initial_metadata(((PUSH_STATUS_KEY, status),))
 
         with self.push_slots.take():
-            messages = idle_limited(request_iterator, self.core.config.push_idle_timeout_s, "push")
+            messages = paced(request_iterator, self.push_pace, _message_bytes, "push")
             result = await self.core.push(messages, ready)
         art = result.artifact
         return device_pb2.PushArtifactResponse(
@@ -145,3 +146,8 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         """Delete an installed artifact; the loaded one is refused."""
         await self.core.delete_artifact(request.artifact_id)
         return device_pb2.DeleteArtifactResponse()
+
+
+def _message_bytes(message: PushMessage) -> int:
+    """What a push message carries (a chunk's data, or the manifest), for the push's rate."""
+    return len(message.data) + len(message.manifest_json or "")

@@ -15,6 +15,7 @@ from edgellm.common.errors import InvalidArgument
 from edgellm.common.grpc_util import MAX_REQUEST_ID_CHARS
 from edgellm.device.config import DaemonConfig
 from edgellm.device.constrain import load_library
+from edgellm.device.constrain.constraint import check_constraint_size
 from edgellm.device.generation import GenerationJob
 from edgellm.device.rpc.wire import job_from
 from edgellm.v1 import device_pb2
@@ -71,6 +72,8 @@ def check_constraint(c: device_pb2.OutputConstraint) -> None:
         )
     if kind == "json_object" and not c.json_object:
         raise InvalidArgument("constraint.json_object must be true (leave constraint unset for free text)")
+    if kind != "json_object":
+        check_constraint_size(f"constraint.{kind}", str(getattr(c, kind)))
     load_library()
 
 

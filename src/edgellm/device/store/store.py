@@ -312,6 +312,9 @@ class ArtifactStore:
     def _install(self, manifest: PushManifest) -> Artifact:
         final = self.artifacts / manifest.artifact_id
         if not self.is_installed(manifest.artifact_id):
+            # Again here, under the lock (finding L7): two pushes of one name with different ids
+            # both pass the check at push start, and both used to install.
+            self.check_name_free(manifest)
             missing = [f.path for f in manifest.files if not self.has_blob(f.sha256, f.size)]
             if missing:
                 raise FailedPrecondition(f"cannot install: {len(missing)} files missing, e.g. {missing[0]}")
