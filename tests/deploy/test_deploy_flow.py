@@ -10,7 +10,6 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 

@@ -18,9 +18,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.client.channel import ChannelSecurity, open_aio_channel, open_channel
 from edgellm.client.client import DaemonClient
+from edgellm.common.auth import TokenAuthInterceptor, check_bind
 from edgellm.common.errors import FailedPrecondition, InvalidArgument, Unauthenticated
 from edgellm.common.tls import ClientTls, fingerprint
-from edgellm.common.auth import TokenAuthInterceptor, check_bind
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
@@ -66,7 +66,9 @@ async def _authed(start_fake: StartFake, **config: object) -> RunningDaemon:
 def _tls_only(running: RunningDaemon, **options: Any) -> grpc.aio.Channel:
     """A channel that trusts exactly RUNNING's certificate and sends no token."""
     opts = list(options.items())
-    return open_aio_channel(f"127.0.0.1:{running.port}", ChannelSecurity(None, tls=running.client_tls()), opts)
+    return open_aio_channel(
+        f"127.0.0.1:{running.port}", ChannelSecurity(None, tls=running.client_tls()), opts
+    )
 
 
 async def test_every_rpc_but_health_answers_unauthenticated_without_the_token(start_fake: StartFake) -> None:
@@ -132,7 +134,7 @@ async def test_an_unauthenticated_push_is_never_decoded(start_fake: StartFake) -
         return grpc.stream_unary_rpc_method_handler(lambda it, ctx: None, request_deserializer=decoded.append)
 
     details = SimpleNamespace(method="/edgellm.v1.DeviceDaemon/PushArtifact", invocation_metadata=())
-    handler = await TokenAuthInterceptor("t").intercept_service(continuation, details)  # type: ignore[arg-type]
+    handler = await TokenAuthInterceptor("t").intercept_service(continuation, details)
     assert handler is not None and handler.request_deserializer is None
 
 
@@ -195,14 +197,17 @@ async def test_binding_rules(fake_artifact: Path, tmp_path: Path) -> None:
     base = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path / "d", warmup=False)
     for host in ("0.0.0.0", ""):
         cfg = DaemonConfig(**{**base.__dict__, "host": host, "insecure_loopback": True})
-        with pytest.raises(InvalidArgument, match="127.0.0.1"):
+        with pytest.raises(InvalidArgument, match=r"127\.0\.0\.1"):
             await start_server(cfg, FakeEngine.factory())
     with pytest.raises(InvalidArgument, match="without TLS"):
         check_bind("0.0.0.0", "t", tls=False, insecure_loopback=False)
     for host in ("0.0.0.0", "127.0.0.1"):
         running = await start_server(DaemonConfig(**{**base.__dict__, "host": host}), FakeEngine.factory())
         try:
-            assert running.security.tls is not None and running.security.tls.cert == base.data_dir / "tls" / "cert.pem"
+            assert (
+                running.security.tls is not None
+                and running.security.tls.cert == base.data_dir / "tls" / "cert.pem"
+            )
         finally:
             await running.stop(0)
 

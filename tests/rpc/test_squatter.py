@@ -54,7 +54,7 @@ class _Recorder(grpc.GenericRpcHandler):
         self.seen = seen
 
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
-        self.seen.append(dict(details.invocation_metadata or ()))  # type: ignore[attr-defined]
+        self.seen.append(dict(details.invocation_metadata or ()))
         return None  # UNIMPLEMENTED, after the metadata was captured
 
 
@@ -111,9 +111,12 @@ async def test_deploy_sends_no_token_to_a_squatter_and_says_which_server_it_expe
         await asyncio.to_thread(wait_health, squatter.target, 1.0, False, phone)
     with pytest.raises(grpc.RpcError) as err:
         await asyncio.to_thread(
-            default_artifact_installer, squatter.target, fake_artifact, ChannelSecurity(token, "deploy", phone)
+            default_artifact_installer,
+            squatter.target,
+            fake_artifact,
+            ChannelSecurity(token, "deploy", phone),
         )
-    assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     assert squatter.tokens_seen() == []
 
 
@@ -125,7 +128,8 @@ async def test_the_gateway_sends_no_token_to_a_squatter_and_says_it_is_not_the_d
     try:
         async with httpx.AsyncClient(headers={"Authorization": "Bearer k"}, timeout=30) as http:
             reply = await http.post(
-                f"{gw.url}/chat/completions", json={"model": "", "messages": [{"role": "user", "content": "hi"}]}
+                f"{gw.url}/chat/completions",
+                json={"model": "", "messages": [{"role": "user", "content": "hi"}]},
             )
         assert reply.status_code == 503
         assert "not the daemon this gateway trusts" in reply.json()["error"]["message"]

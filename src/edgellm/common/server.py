@@ -76,7 +76,6 @@ class ServerSecurity:
         check_bind(host, token, tls is not None, insecure_loopback=False)
         return cls(token, tls, token_file=source)
 
-
     def client_tls(self) -> ClientTls | None:
         """Client trust of exactly this server's certificate (None without TLS)."""
         if self.tls is None:

@@ -55,7 +55,9 @@ class DaemonConfig:
     insecure_loopback: bool = False  # no token (tests, benchmarks); refused off loopback
     tls_cert: Path | None = None  # PEM certificate chain; with tls_key, the server speaks TLS
     tls_key: Path | None = None
-    tls_self_signed: bool = False  # kept for old scripts: a token always comes with <data_dir>/tls (self-signed)
+    tls_self_signed: bool = (
+        False  # kept for old scripts: a token always comes with <data_dir>/tls (self-signed)
+    )
     max_pushes: int = 2  # concurrent PushArtifact streams; more answer RESOURCE_EXHAUSTED
     push_idle_timeout_s: float = 60.0  # a push silent this long is stopped and its reservation freed
     push_min_bytes_per_s: int = 64 * 1024  # after push_rate_grace_s, a slower push is stopped (L8); 0 = off
