@@ -151,11 +151,12 @@ class GovernorRuntime:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        """Stop the loop."""
+        """Stop the loop and give back what it changed: affinity, the ADPF session, frequency caps."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self.actuators.restore()
         if self.telemetry.battery is not None:
             await self.telemetry.battery.close()
         self.hint.close()
