@@ -200,6 +200,6 @@ async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Pa
     paused = [(step, delay) for step, delay in delays if step > 0]
     # (one step per token, less the drafted tokens a verify step accepted with it),
     assert len(paused) >= last.stats.completion_tokens - last.stats.accepted_draft_tokens - 2
-    assert all(delay == pytest.approx(step * (slowdown - 1)) for step, delay in paused)
+    assert all(delay >= step * (slowdown - 1) * (1 - 1e-9) for step, delay in paused)
     # and those pauses are in the decode time the client was told (sleeping only ever runs long).
     assert last.stats.total_ms - last.stats.ttft_ms >= 1000 * sum(delay for _, delay in paused)
