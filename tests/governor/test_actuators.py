@@ -21,6 +21,7 @@ from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_artifact import write_fake_artifact
 from tests.fakes.fake_engine import FakeEngine
 from tests.governor.fakes import FakeLibAndroid, fake_cpufreq
+from tests.polling import apoll
 from tests.rpc.conftest import channel_to
 
 
@@ -300,22 +301,30 @@ def thread_affinities() -> dict[int, set[int]]:
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two usable CPUs")
-async def test_a_stopped_in_process_daemon_gives_every_thread_its_affinity_back(tmp_path: Path) -> None:
-    """A 1-thread ladder pins the whole process to one core while it generates; stop unpins it."""
+async def test_an_in_process_daemon_pins_its_process_only_while_it_generates(tmp_path: Path) -> None:
+    """A 1-thread ladder pins the whole process to one core during a request; when the engine goes
+    idle every thread gets the affinity back, and a stopped daemon leaves it so."""
     before = os.sched_getaffinity(0)
     artifact = write_fake_artifact(tmp_path / "artifact")
     running = await start_server(
         DaemonConfig(port=0, model=artifact, data_dir=tmp_path / "data", threads=1, insecure_loopback=True),
-        FakeEngine,
+        FakeEngine.factory(endless=True, step_s=0.002),
     )
     try:
         async with channel_to(running) as channel:
             stub = device_pb2_grpc.DeviceDaemonStub(channel)
-            replies = [
-                r async for r in stub.Generate(device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4))
-            ]
-            assert replies[-1].stats.completion_tokens > 0
-        assert os.sched_getaffinity(0) < before  # the governor really pinned this process
+            call = stub.Generate(device_pb2.GenerateRequest(prompt="hi", max_new_tokens=2000))
+            for _ in range(3):
+                await call.read()
+            pinned = os.sched_getaffinity(0)
+            call.cancel()
+            # The worker gives the cores back when the cancelled request ends.
+            await apoll(lambda: all(c == before for c in thread_affinities().values()), "affinity back")
+            request = device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4)
+            replies = [r async for r in stub.Generate(request)]
+            assert replies[-1].stats.completion_tokens == 4
+            await apoll(lambda: all(c == before for c in thread_affinities().values()), "affinity back")
     finally:
         await running.stop(0)
+    assert pinned < before  # the governor really pinned this process while it generated
     assert all(cpus == before for cpus in thread_affinities().values())

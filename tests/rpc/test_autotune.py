@@ -24,8 +24,9 @@ from tests.fakes.fake_engine import FakeEngine
 from tests.rpc.conftest import channel_to
 
 FASTEST = 2
-# This process's CPUs before any test ran (collection time). Every in-process governor gives its
-# pins back when it stops (tests/governor/test_actuators.py), so the tuner sees all of them.
+# This process's CPUs before any test ran (collection time). An in-process governor pins the process
+# only while its engine generates and gives the cores back when idle or stopped
+# (tests/governor/test_actuators.py), so the tuner sees all of them, even beside the session daemon.
 CPUS_AT_START = len(os.sched_getaffinity(0))
 
 

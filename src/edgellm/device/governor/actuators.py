@@ -53,8 +53,10 @@ def _process_threads(task_dir: Path = Path("/proc/self/task")) -> list[int]:
 class Actuators:
     """Holds the actuation in force; the worker thread calls `before_prefill`, `between_tokens`.
 
-    `allowed` defaults to the process's affinity at construction; `restore` gives it back when the
-    governor stops, so an in-process daemon (a test, an embedding app) does not leave its host pinned.
+    `allowed` defaults to the process's affinity at construction. Cores are pinned only while a
+    request runs: `release` gives every thread the allowed set when the engine goes idle, `restore`
+    when the governor stops (and pins no more). Why: affinity is per process, and an in-process
+    daemon (a test's, an embedding app's) would otherwise hold its host on one rung's cores.
     """
 
     def __init__(
@@ -104,14 +106,19 @@ class Actuators:
         if set(self.applied_cpus) != set(target):
             log.warning("affinity_refused", wanted=list(target), got=list(self.applied_cpus))
 
-    def restore(self) -> None:
-        """Give every thread the allowed set again (the affinity at start) and stop pinning."""
+    def release(self, stop: bool = False) -> None:
+        """Give every thread the allowed set (the affinity at start) until the next request pins."""
         with self._pin_lock:
-            self._restored = True
+            self._restored = self._restored or stop
             if self.applied_cpus != self.allowed:
                 self.applied_cpus = self._affinity(self.allowed)
+        self._phase = ""  # the next token pins its decode cores again
         if set(self.applied_cpus) != set(self.allowed):
             log.warning("affinity_not_restored", wanted=list(self.allowed), got=list(self.applied_cpus))
+
+    def restore(self) -> None:
+        """The governor stops: give the allowed set back and pin no more."""
+        self.release(stop=True)
 
     def before_prefill(self) -> None:
         """Prefill is a short burst that sets TTFT: run it on the fastest set."""

@@ -107,7 +107,7 @@ class GovernorRuntime:
         # On the virtual phone the ladder is over its simulated cores with its own MNN thread count.
         self.threads = self.phone.profile.unmanaged_threads if self.phone is not None else threads
         self.period_s = period_s
-        self.busy = False  # the daemon says whether the engine is generating (virtual phone power)
+        self._busy = False
         self.last: Decision | None = None
         self.last_reading: Reading | None = None
         self._pinned: Actuation | None = None
@@ -144,6 +144,17 @@ class GovernorRuntime:
             self.actuators.set(self._pinned or self.ladder[0])
         else:
             self.actuators.set(self.controller.current)
+
+    @property
+    def busy(self) -> bool:
+        """Whether the engine is generating (the daemon says so; the virtual phone's power uses it)."""
+        return self._busy
+
+    @busy.setter
+    def busy(self, busy: bool) -> None:
+        self._busy = busy
+        if not busy:
+            self.actuators.release()  # idle: the process gets all its cores back until the next request
 
     # -- loop --------------------------------------------------------------------------------------
     def start(self) -> None:
