@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import grpc
@@ -15,6 +14,7 @@ from edgellm.device.engine.config import EngineConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_engine import FakeEngine
+from tests.polling import apoll
 from tests.rpc.conftest import StartFake, channel_to
 
 STEP_S = 0.005  # per forward: a 1,500-token reply takes ~8 s, so only a cancel can end it early
@@ -89,10 +89,11 @@ async def test_a_full_queue_is_resource_exhausted(start_fake: StartFake) -> None
         first = stub.Generate(long(400))
         await first.read()  # running
         second = stub.Generate(long(400))  # waits in the queue (capacity 1)
-        for _ in range(100):
-            if (await stub.GetStatus(device_pb2.GetStatusRequest())).queue_depth == 1:
-                break
-            await asyncio.sleep(0.01)
+
+        async def queued() -> bool:
+            return (await stub.GetStatus(device_pb2.GetStatusRequest())).queue_depth == 1
+
+        await apoll(queued, "the second request queued", timeout_s=30)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             _ = [r async for r in stub.Generate(long(4))]
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
