@@ -5,7 +5,8 @@ Four sets: the shipped profiles (governor on/off + oracle: ≥ 1.2× unmanaged, 
 ×1.25), the tuning set (what the governor's settings were fitted on, beside) and the
 held-out set (never tuned on: ≥ 0.9× the oracle, no firmware throttling, skin ≤ comfort + 0.5 °C,
 steady-state ripple ≤ 15%). Also (with --artifact) measures on the real engine that a 1 Hz telemetry
-stream does not slow decode. Usage:
+stream does not slow decode. Exits 1 (naming each failed bar on stderr) when any phone of any set
+misses a bar, so CI and scripts can trust the exit status. Usage:
     python bench/bench_thermal.py [--minutes 30] [--plot docs/governor_thermal.png] [--json] [--out F]
                                   [--sets shipped,warm-case,tuning,held-out]
                                   [--artifact .cache/artifacts/default]
@@ -31,7 +32,7 @@ from edgellm.device.virtual_phone.profile import (
     profile_from_dict,
     warm_case,
 )
-from edgellm.device.virtual_phone.scorecard import Score, score
+from edgellm.device.virtual_phone.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
 from edgellm.device.virtual_phone.simulate import SimResult, simulate
 
 
@@ -123,6 +124,23 @@ def warm_case_phones() -> list[PhoneProfile]:
     return [profile_from_dict(warm_case())]
 
 
+def failures(out: dict[str, Any], scores: dict[str, list[Score]]) -> list[str]:
+    """Every missed bar of a run, one line each: the shipped verdicts and every scored phone."""
+    missed = []
+    for name, verdict in out.get("shipped", {}).get("acceptance", {}).items():
+        missed += [f"shipped {name}: {bar} is false" for bar, ok in verdict.items() if ok is False]
+    for label, set_scores in scores.items():
+        for s in set_scores:
+            if not s.passed:
+                missed.append(
+                    f"{label} {s.profile}: ratio {s.ratio} (bar {RATIO_BAR}),"
+                    f" throttled {s.throttled_s} s (bar 0),"
+                    f" skin {s.over_comfort_c:+} °C over comfort (bar {SKIN_SLACK_C}),"
+                    f" ripple {s.ripple} (bar {RIPPLE_BAR})"
+                )
+    return missed
+
+
 def summarise(scores: list[Score]) -> dict[str, Any]:
     """Worst case of each bar over a set."""
     return {
@@ -198,6 +216,7 @@ def main() -> int:
     sets = set(ns.sets.split(","))
     out: dict[str, Any] = {"minutes": ns.minutes}
     text: list[str] = []
+    scored: dict[str, list[Score]] = {}
     if "shipped" in sets:
         rows, verdicts, results = shipped(ns.minutes)
         out["shipped"] = {"runs": rows, "acceptance": verdicts}
@@ -215,6 +234,7 @@ def main() -> int:
         if label not in sets:
             continue
         scores = [score(p, ns.minutes, unmanaged=True)[0] for p in profiles()]
+        scored[label] = scores
         out[label] = {"rows": [s.row() for s in scores], "summary": summarise(scores)}
         text += [
             f"## {label} set",
@@ -227,7 +247,10 @@ def main() -> int:
     if ns.out is not None:
         ns.out.write_text(json.dumps(out, indent=2) + "\n")
     sys.stdout.write((json.dumps(out, indent=2) if ns.json else "\n\n".join(text)) + "\n")
-    return 0
+    missed = failures(out, scored)
+    for line in missed:
+        sys.stderr.write(f"FAILED {line}\n")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ import argparse
 import gzip
 import hashlib
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,11 +84,9 @@ def test_the_wheel_carries_the_data(tmp_path: Path) -> None:
     ],
 )
 def test_host_commands_check_the_evaluation_text_before_long_work(tmp_path: Path, argv: list[str]) -> None:
-    start = time.monotonic()
     r = edgellm_process(*(a.format(tmp=tmp_path) for a in argv), env={"EDGELLM_DATA_DIR": str(tmp_path)})
     assert r.returncode == 2 and "wikitext2-" in r.stderr and "Traceback" not in r.stderr, r.stderr
-    assert time.monotonic() - start < 60  # seconds of imports, not minutes of conversion
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists()  # refused before any conversion wrote a byte (not timed)
 
 
 def test_version(edgellm: Callable[..., Result]) -> None:
@@ -139,12 +136,19 @@ def test_no_secret_default_shows_in_help(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_a_dry_run_deploy_without_an_adb_server_starts_none(
-    edgellm: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
+    edgellm: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """A named fake `adb` (this host has no platform-tools) records every run: adbutils runs
+    `adb start-server` through it when asked to reach a server that is not there."""
+    calls = tmp_path / "adb-calls.txt"
+    fake_adb = tmp_path / "adb"
+    fake_adb.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    fake_adb.chmod(0o755)
+    monkeypatch.setenv("ADBUTILS_ADB_PATH", str(fake_adb))
     port = free_port()
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(port))
     r = edgellm("deploy", "device", "--dry-run")
     assert r.code == 1 and "no adb server is running" in r.err and "Traceback" not in r.err
-    time.sleep(0.5)  # `adb start-server` would be listening by now
+    assert not calls.exists(), f"adb was run: {calls.read_text()}"
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, "an adb server was started"

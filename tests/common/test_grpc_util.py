@@ -8,7 +8,7 @@ and channel; the cyclic collector is off during the call so only reference count
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import gc
 import weakref
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +19,7 @@ import pytest
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.grpc_util import client_stream, server_stream, unary
+from tests.polling import apoll
 
 
 class Payload:
@@ -103,9 +104,11 @@ async def test_refused_requests_and_their_handlers_frames_are_freed_when_the_rpc
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await client(iter([big]), timeout=10)
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        await asyncio.sleep(0.2)  # the server finishes each call after the client has its status
-        # 3 requests and 3 handler locals were made; reference counting alone must have freed
-        # them while the server still runs.
+        # 3 requests and 3 handler locals were made; reference counting alone (cyclic gc is off)
+        # must free them while the server still runs, once it has finished each call (it does so
+        # after the client has its status).
+        with contextlib.suppress(TimeoutError):  # the assertion below says what is still held
+            await apoll(lambda: not Payload.instances, "freeing the requests", timeout_s=10)
         assert [len(p.raw) for p in Payload.instances] == [], [gc.get_referrers(p) for p in Payload.instances]
     finally:
         await server.stop(None)

@@ -30,6 +30,10 @@ from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.sampler import Sampler, SamplingConfig
 
 SETS = Path(__file__).parents[2] / "bench" / "prompts"
+# docs/speculation.md: a `fast` greedy answer leaves plain decoding's only where plain's own logits
+# led by <= 0.25 / 0.51 (two runs over 59 prompts). Measured here: one of the 5 quick prompts
+# leaves plain (an open question, gap 0.023); the gate's tolerance (3.5) is the bound by design.
+FAST_GAP_DOCUMENTED = 0.51
 
 
 def prompt_set(name: str) -> list[str]:
@@ -71,7 +75,8 @@ def generate(cache: KvCache, prompt: str, spec: Speculation, n: int) -> tuple[li
     return tokens, done.stats
 
 
-def assert_identical(cache: KvCache, prompts: list[str], n: int) -> None:
+def assert_identical(cache: KvCache, prompts: list[str], n: int, drafted: bool = True) -> None:
+    """Greedy AUTO == OFF on every prompt; with drafted, drafts were accepted and repairs happened."""
     accepted, repaired, differ = 0, 0, []
     for prompt in prompts:
         plain, _ = generate(cache, prompt, Speculation.OFF, n)
@@ -81,7 +86,8 @@ def assert_identical(cache: KvCache, prompts: list[str], n: int) -> None:
         accepted += stats.accepted_draft_tokens
         repaired += stats.repaired_tokens
     assert not differ, f"{len(differ)}/{len(prompts)} greedy answers changed with speculation: {differ}"
-    assert accepted > 0 and repaired > 0  # drafts were accepted, and the gate had to recompute
+    if drafted:
+        assert accepted > 0 and repaired > 0  # drafts were accepted, and the gate had to recompute
 
 
 @pytest.fixture
@@ -94,8 +100,14 @@ def draft_freely(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(generation, "CONFIDENT_RUN", 0)
 
 
+def test_greedy_answers_are_token_for_token_the_same_with_auto_as_shipped(spec_cache: KvCache) -> None:
+    """What a user gets: the shipped `auto` (confident-run rule on; it rarely drafts greedy here)."""
+    assert_identical(spec_cache, quick_prompts(), 48, drafted=False)
+
+
 @pytest.mark.usefixtures("draft_freely")
-def test_greedy_answers_are_token_for_token_the_same_with_speculation(spec_cache: KvCache) -> None:
+def test_with_drafting_forced_the_gate_and_repair_keep_greedy_answers_identical(spec_cache: KvCache) -> None:
+    """The mechanism behind auto's promise, exercised on every position (CONFIDENT_RUN 0)."""
     assert_identical(spec_cache, quick_prompts(), 48)
 
 
@@ -111,16 +123,17 @@ def test_greedy_answers_are_the_same_with_speculation_on_every_prompt_of_both_se
 def test_fast_drafts_greedy_grounded_answers_and_leaves_plain_only_at_near_ties(spec_cache: KvCache) -> None:
     """`fast` verifies drafts from the first token (no confident run, no repair); an answer that
     differs from plain decoding's does so where plain's own top choice led by less than the
-    batched-vs-one-token tolerance (a near-tie the W4A8 numerics decided)."""
+    batched-vs-one-token tolerance (a near-tie the W4A8 numerics decided), by no more than the
+    documented gap."""
     accepted = 0
-    for prompt in quick_prompts()[:3]:  # the grounded ones: two passages and the code edit
+    for prompt in quick_prompts():  # the open questions too: that is where near-ties are
         plain, _ = generate(spec_cache, prompt, Speculation.OFF, 48)
         fast, stats = generate(spec_cache, prompt, Speculation.FAST, 48)
         assert stats.repaired_tokens == 0
         accepted += stats.accepted_draft_tokens
         differs = divergence(spec_cache.engine, prompt, plain, fast)  # plain's own gap there
         if differs is not None:
-            assert 0.0 <= differs["gap"] < spec_cache.engine.logit_tolerance, (prompt[:40], differs)
+            assert 0.0 <= differs["gap"] <= FAST_GAP_DOCUMENTED, (prompt[:40], differs)
     assert accepted > 0
 
 

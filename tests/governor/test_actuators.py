@@ -1,5 +1,6 @@
-"""Actuators with an injected clock, sleep and affinity function; the real affinity call on this host;
-ADPF and scaling_max_freq driven through the actuators against the named fakes in fakes.py."""
+"""Actuators with an injected clock, sleep and affinity function; the real affinity call on this host
+(and its restore when an in-process daemon stops); ADPF and scaling_max_freq driven through the
+actuators against the named fakes in fakes.py."""
 
 from __future__ import annotations
 
@@ -8,11 +9,20 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import pytest
+
+from edgellm.device.config import DaemonConfig
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.actuators import BLEND_BLOCK, Actuators, set_process_affinity
 from edgellm.device.governor.adpf import PerformanceHint
 from edgellm.device.governor.cpufreq_caps import CpufreqCaps
+from edgellm.device.rpc.server import start_server
+from edgellm.v1 import device_pb2, device_pb2_grpc
+from tests.fakes.fake_artifact import write_fake_artifact
+from tests.fakes.fake_engine import FakeEngine
 from tests.governor.fakes import FakeLibAndroid, fake_cpufreq
+from tests.polling import apoll
+from tests.rpc.conftest import channel_to
 
 
 class FakeClock:
@@ -257,3 +267,64 @@ def test_a_refused_adpf_session_is_not_asked_again_and_pacing_goes_on() -> None:
     assert [n for n, _ in lib.calls].count("APerformanceHint_createSession") == 1
     assert act.hint is None
     assert len(clock.slept) == 5 and all(abs(s - 0.02) < 1e-9 for s in clock.slept)
+
+
+def test_restore_gives_back_the_allowed_set_and_stops_pinning() -> None:
+    clock = FakeClock()
+    calls: list[tuple[int, ...]] = []
+
+    def affinity(cpus: Iterable[int]) -> tuple[int, ...]:
+        calls.append(tuple(cpus))
+        return tuple(cpus)
+
+    act = Actuators(allowed=range(4), sleep=clock.sleep, clock=clock, affinity=affinity)
+    act.set(Actuation(1, (3,), (2, 3), label="one"))
+    act.before_prefill()
+    act.between_tokens()
+    assert calls == [(2, 3), (3,)]
+    act.restore()
+    assert calls[-1] == (0, 1, 2, 3) and act.applied_cpus == (0, 1, 2, 3)
+    act.before_prefill()  # a token still in flight when the governor stopped
+    act.between_tokens()
+    assert calls[-1] == (0, 1, 2, 3) and len(calls) == 3
+
+
+def thread_affinities() -> dict[int, set[int]]:
+    """The affinity of every thread of this process (MNN's and gRPC's included)."""
+    got = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            got[int(task.name)] = os.sched_getaffinity(int(task.name))
+        except OSError:
+            continue  # a thread that exited meanwhile
+    return got
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two usable CPUs")
+async def test_an_in_process_daemon_pins_its_process_only_while_it_generates(tmp_path: Path) -> None:
+    """A 1-thread ladder pins the whole process to one core during a request; when the engine goes
+    idle every thread gets the affinity back, and a stopped daemon leaves it so."""
+    before = os.sched_getaffinity(0)
+    artifact = write_fake_artifact(tmp_path / "artifact")
+    running = await start_server(
+        DaemonConfig(port=0, model=artifact, data_dir=tmp_path / "data", threads=1, insecure_loopback=True),
+        FakeEngine.factory(endless=True, step_s=0.002),
+    )
+    try:
+        async with channel_to(running) as channel:
+            stub = device_pb2_grpc.DeviceDaemonStub(channel)
+            call = stub.Generate(device_pb2.GenerateRequest(prompt="hi", max_new_tokens=2000))
+            for _ in range(3):
+                await call.read()
+            pinned = os.sched_getaffinity(0)
+            call.cancel()
+            # The worker gives the cores back when the cancelled request ends.
+            await apoll(lambda: all(c == before for c in thread_affinities().values()), "affinity back")
+            request = device_pb2.GenerateRequest(prompt="hi", max_new_tokens=4)
+            replies = [r async for r in stub.Generate(request)]
+            assert replies[-1].stats.completion_tokens == 4
+            await apoll(lambda: all(c == before for c in thread_affinities().values()), "affinity back")
+    finally:
+        await running.stop(0)
+    assert pinned < before  # the governor really pinned this process while it generated
+    assert all(cpus == before for cpus in thread_affinities().values())

@@ -11,6 +11,7 @@ import pytest
 from edgellm.cli import main
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
+from tests.polling import apoll
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ async def virtual_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
 async def test_status_lists_live_and_unavailable_governor_inputs_and_outputs(
     virtual_daemon: RunningDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    await asyncio.sleep(0.3)  # a few governor ticks: a reading exists
+    await apoll(lambda: virtual_daemon.core.governor.last_reading is not None, "a governor reading")
     loop = asyncio.get_running_loop()
     target = f"127.0.0.1:{virtual_daemon.port}"
     assert await loop.run_in_executor(None, main, ["status", "--target", target]) == 0

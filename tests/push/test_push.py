@@ -154,7 +154,7 @@ async def test_resume_after_client_killed_resends_no_completed_chunk(
         first = Pusher(ch, art, on_progress=_cut_at(0.6), retries=0)
         with pytest.raises((Cut, grpc.RpcError)):
             await asyncio.to_thread(first.run)
-        await asyncio.sleep(0.3)  # the device finishes writing what it accepted
+        await dev.core._pushes.drain()  # the device finishes writing what it accepted
         await _assert_nothing_visible(dev.port, first.manifest.artifact_id)
         status = await asyncio.to_thread(first.status)
         held = sum(f.have_bytes for f in status.files)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import grpc
@@ -12,9 +11,10 @@ from edgellm.device.artifact import Artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.engine.base import Logits
 from edgellm.device.engine.config import EngineConfig
-from edgellm.device.rpc.server import start_server
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_engine import FakeEngine
+from tests.polling import apoll
 from tests.rpc.conftest import StartFake, channel_to
 
 STEP_S = 0.005  # per forward: a 1,500-token reply takes ~8 s, so only a cancel can end it early
@@ -22,6 +22,13 @@ STEP_S = 0.005  # per forward: a 1,500-token reply takes ~8 s, so only a cancel 
 
 def long(n: int = 1500, request_id: str = "") -> device_pb2.GenerateRequest:
     return device_pb2.GenerateRequest(prompt="Write a long essay.", max_new_tokens=n, request_id=request_id)
+
+
+def forwards(running: RunningDaemon) -> int:
+    """Forward passes the daemon's (fake) engine has run since its load."""
+    loaded = running.core.models.loaded
+    assert loaded is not None and isinstance(loaded.engine, FakeEngine)
+    return loaded.engine.forwards
 
 
 async def test_cancelling_the_call_frees_the_engine_within_a_token(start_fake: StartFake) -> None:
@@ -38,7 +45,8 @@ async def test_cancelling_the_call_frees_the_engine_within_a_token(start_fake: S
         # The next request gets the engine at once, not after the 1,500-token tail.
         after = [r async for r in stub.Generate(long(4))]
         status = await stub.GetStatus(device_pb2.GetStatusRequest())
-    assert after[-1].stats.queue_ms < 1000
+    assert after[-1].stats.completion_tokens == 4
+    assert forwards(running) < 1500  # counted, not timed: the tail was never decoded
     assert status.engine_state == device_pb2.ENGINE_STATE_IDLE and status.requests_served == 2
 
 
@@ -51,7 +59,8 @@ async def test_a_deadline_stops_generation(start_fake: StartFake) -> None:
                 pass
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         after = [r async for r in stub.Generate(long(4))]
-    assert after[-1].stats.queue_ms < 1000
+    assert after[-1].stats.completion_tokens == 4
+    assert forwards(running) < 1500  # the deadline ended the first request's decode
 
 
 async def test_the_cancel_rpc_stops_a_running_request_by_its_id(start_fake: StartFake) -> None:
@@ -80,10 +89,11 @@ async def test_a_full_queue_is_resource_exhausted(start_fake: StartFake) -> None
         first = stub.Generate(long(400))
         await first.read()  # running
         second = stub.Generate(long(400))  # waits in the queue (capacity 1)
-        for _ in range(100):
-            if (await stub.GetStatus(device_pb2.GetStatusRequest())).queue_depth == 1:
-                break
-            await asyncio.sleep(0.01)
+
+        async def queued() -> bool:
+            return (await stub.GetStatus(device_pb2.GetStatusRequest())).queue_depth == 1
+
+        await apoll(queued, "the second request queued", timeout_s=30)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             _ = [r async for r in stub.Generate(long(4))]
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.manifests import manifest_for
+from tests.polling import apoll
 from tests.rpc.conftest import StartFake, channel_to
 
 STEP_S = 0.005
@@ -116,11 +117,24 @@ async def test_telemetry_and_health_watch_streams_are_capped(start_fake: StartFa
             await second.read()
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         first.cancel()
-        await asyncio.sleep(0.2)
-        third = stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
-        sample = await third.read()
+        samples: list[object] = []
+
+        async def slot_free() -> bool:
+            """Open a stream; False while the cancelled one still holds the slot."""
+            third = stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
+            try:
+                samples.append(await third.read())
+            except grpc.aio.AioRpcError as refused:
+                if refused.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                return False
+            finally:
+                third.cancel()
+            return True
+
+        await apoll(slot_free, "the closed stream freeing its slot", timeout_s=30)
+        sample = samples[-1]
         assert isinstance(sample, device_pb2.TelemetrySample) and sample.unix_time > 0
-        third.cancel()
 
         health = health_pb2_grpc.HealthStub(ch)
         watch = health.Watch(health_pb2.HealthCheckRequest(service=""))

@@ -6,6 +6,7 @@ import asyncio
 import threading
 
 from edgellm.device.telemetry.shared import SharedReading
+from tests.polling import apoll
 
 
 async def test_concurrent_callers_share_one_read_and_a_fresh_one_comes_after_max_age() -> None:
@@ -21,7 +22,7 @@ async def test_concurrent_callers_share_one_read_and_a_fresh_one_comes_after_max
 
     shared = SharedReading(read, max_age_s=0.05, clock=lambda: now[0])
     waiters = [asyncio.create_task(shared.get()) for _ in range(10)]
-    await asyncio.sleep(0.01)
+    await apoll(lambda: calls == [1], "the shared read started")  # the waiters are in it now
     waiters[0].cancel()  # a subscriber that leaves mid-read must not cancel the others' read
     gate.set()
     results = await asyncio.gather(*waiters[1:])

@@ -51,7 +51,13 @@ def _process_threads(task_dir: Path = Path("/proc/self/task")) -> list[int]:
 
 
 class Actuators:
-    """Holds the actuation in force; the worker thread calls `before_prefill`, `between_tokens`."""
+    """Holds the actuation in force; the worker thread calls `before_prefill`, `between_tokens`.
+
+    `allowed` defaults to the process's affinity at construction. Cores are pinned only while a
+    request runs: `release` gives every thread the allowed set when the engine goes idle, `restore`
+    when the governor stops (and pins no more). Why: affinity is per process, and an in-process
+    daemon (a test's, an embedding app's) would otherwise hold its host on one rung's cores.
+    """
 
     def __init__(
         self,
@@ -66,6 +72,8 @@ class Actuators:
         self.allowed = tuple(sorted(allowed if allowed is not None else os.sched_getaffinity(0)))
         self._sleep, self._clock, self._affinity = sleep, clock, affinity
         self._lock = threading.Lock()
+        self._pin_lock = threading.Lock()  # the worker pins; the event loop restores at stop
+        self._restored = False
         self.current: Actuation | None = None
         self.applied_cpus: tuple[int, ...] = self.allowed
         self._step_start: float | None = None
@@ -90,10 +98,27 @@ class Actuators:
 
     def _pin(self, cpus: tuple[int, ...]) -> None:
         target = tuple(c for c in cpus if c in self.allowed) or self.allowed
-        if target != self.applied_cpus:
+        with self._pin_lock:
+            # After restore() a token still being decoded must not pin the process again.
+            if self._restored or target == self.applied_cpus:
+                return
             self.applied_cpus = self._affinity(target)
-            if set(self.applied_cpus) != set(target):
-                log.warning("affinity_refused", wanted=list(target), got=list(self.applied_cpus))
+        if set(self.applied_cpus) != set(target):
+            log.warning("affinity_refused", wanted=list(target), got=list(self.applied_cpus))
+
+    def release(self, stop: bool = False) -> None:
+        """Give every thread the allowed set (the affinity at start) until the next request pins."""
+        with self._pin_lock:
+            self._restored = self._restored or stop
+            if self.applied_cpus != self.allowed:
+                self.applied_cpus = self._affinity(self.allowed)
+        self._phase = ""  # the next token pins its decode cores again
+        if set(self.applied_cpus) != set(self.allowed):
+            log.warning("affinity_not_restored", wanted=list(self.allowed), got=list(self.applied_cpus))
+
+    def restore(self) -> None:
+        """The governor stops: give the allowed set back and pin no more."""
+        self.release(stop=True)
 
     def before_prefill(self) -> None:
         """Prefill is a short burst that sets TTFT: run it on the fastest set."""

@@ -107,7 +107,7 @@ class GovernorRuntime:
         # On the virtual phone the ladder is over its simulated cores with its own MNN thread count.
         self.threads = self.phone.profile.unmanaged_threads if self.phone is not None else threads
         self.period_s = period_s
-        self.busy = False  # the daemon says whether the engine is generating (virtual phone power)
+        self._busy = False
         self.last: Decision | None = None
         self.last_reading: Reading | None = None
         self._pinned: Actuation | None = None
@@ -145,17 +145,29 @@ class GovernorRuntime:
         else:
             self.actuators.set(self.controller.current)
 
+    @property
+    def busy(self) -> bool:
+        """Whether the engine is generating (the daemon says so; the virtual phone's power uses it)."""
+        return self._busy
+
+    @busy.setter
+    def busy(self, busy: bool) -> None:
+        self._busy = busy
+        if not busy:
+            self.actuators.release()  # idle: the process gets all its cores back until the next request
+
     # -- loop --------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the periodic loop on the running event loop."""
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        """Stop the loop."""
+        """Stop the loop and give back what it changed: affinity, the ADPF session, frequency caps."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self.actuators.restore()
         if self.telemetry.battery is not None:
             await self.telemetry.battery.close()
         self.hint.close()

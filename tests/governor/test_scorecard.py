@@ -1,0 +1,102 @@
+"""The governor's acceptance bars on every generated phone, as docs/benchmarks.md claims them.
+
+The simulator is deterministic and a 30-minute run of one phone takes ~0.2 s, so the whole held-out
+set (seeds 9001–9024, never tuned on), the tuning set and issue 18's warm-case phone run here with
+the same bars as bench/bench_thermal.py (~10 s in all, without the unmanaged runs the bars ignore).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench.bench_thermal import failures, warm_case_phones
+from edgellm.device.virtual_phone.generator import held_out_profiles, tuning_profiles
+from edgellm.device.virtual_phone.profile import PhoneProfile
+from edgellm.device.virtual_phone.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
+
+ROOT = Path(__file__).resolve().parents[2]
+HELD_OUT = held_out_profiles()
+TUNING = tuning_profiles()
+
+
+CARDS: dict[str, Score] = {}  # by phone name: each phone is simulated once per session
+
+
+def card_of(phone: PhoneProfile) -> Score:
+    """The phone's 30-minute score (computed once)."""
+    if phone.name not in CARDS:
+        CARDS[phone.name] = score(phone, 30.0)[0]
+    return CARDS[phone.name]
+
+
+def assert_meets_every_bar(phone: PhoneProfile) -> Score:
+    """Score one phone for 30 simulated minutes and assert each bar on its own (a precise failure)."""
+    card = card_of(phone)
+    assert card.ratio >= RATIO_BAR, f"{phone.name}: governor/oracle {card.ratio} < {RATIO_BAR}"
+    assert card.throttled_s == 0, f"{phone.name}: firmware throttled {card.throttled_s} s"
+    assert card.over_comfort_c <= SKIN_SLACK_C, f"{phone.name}: skin {card.over_comfort_c:+} °C over comfort"
+    assert card.ripple <= RIPPLE_BAR, f"{phone.name}: steady-state ripple {card.ripple} > {RIPPLE_BAR}"
+    assert card.passed
+    return card
+
+
+def test_the_held_out_set_is_the_24_documented_seeds() -> None:
+    assert [p.name for p in HELD_OUT] == [f"held-out-{seed}" for seed in range(9001, 9025)]
+
+
+@pytest.mark.parametrize("phone", HELD_OUT, ids=[p.name for p in HELD_OUT])
+def test_the_governor_meets_every_bar_on_each_held_out_phone(phone: PhoneProfile) -> None:
+    assert_meets_every_bar(phone)
+
+
+@pytest.mark.parametrize("phone", TUNING, ids=[p.name for p in TUNING])
+def test_the_governor_meets_every_bar_on_each_tuning_phone(phone: PhoneProfile) -> None:
+    assert_meets_every_bar(phone)
+
+
+def test_the_governor_meets_every_bar_on_the_warm_case_phone() -> None:
+    (phone,) = warm_case_phones()
+    assert_meets_every_bar(phone)
+
+
+def test_the_documented_worst_held_out_figures_are_what_the_simulator_gives() -> None:
+    """docs/benchmarks.md quotes the worst case of each bar; the simulator is deterministic."""
+    cards = [card_of(p) for p in HELD_OUT]
+    assert min(c.ratio for c in cards) == 0.947
+    assert max(c.throttled_s for c in cards) == 0
+    assert max(c.over_comfort_c for c in cards) == 0.06
+    assert round(max(c.ripple for c in cards), 3) == 0.131
+
+
+def test_the_bench_names_every_missed_bar() -> None:
+    (phone,) = warm_case_phones()
+    good = card_of(phone)
+    bad = replace(good, ratio=0.5, ripple=0.3)
+    shipped = {"shipped": {"acceptance": {"sd8gen3": {"throughput_ok": True, "no_throttling": False}}}}
+    missed = failures(shipped, {"warm-case": [good, bad]})
+    assert missed[0] == "shipped sd8gen3: no_throttling is false"
+    assert len(missed) == 2 and "ratio 0.5 (bar 0.9)" in missed[1] and "ripple 0.3 (bar 0.15)" in missed[1]
+    assert failures({}, {"warm-case": [good]}) == []
+
+
+def test_bench_thermal_exits_non_zero_when_a_bar_fails_and_zero_when_all_pass() -> None:
+    """One simulated minute has no 10-minute decay and no time to beat unmanaged: the bars fail."""
+    cmd = [sys.executable, "bench/bench_thermal.py", "--json"]
+    passing = subprocess.run(
+        [*cmd, "--sets", "shipped,warm-case", "--minutes", "30"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert passing.returncode == 0, passing.stderr
+    short = subprocess.run(
+        [*cmd, "--sets", "shipped", "--minutes", "1"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert short.returncode == 1, short.stdout
+    assert "FAILED shipped sd8gen3: decay_10min_ok is false" in short.stderr
