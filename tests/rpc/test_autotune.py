@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from edgellm.device.artifact import Artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core import models
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning
+from edgellm.device.core.contention import CpuTimes
 from edgellm.device.core.tuning_cache import CostsCache, JsonMap, TuningCache, costs_key, tuning_key
 from edgellm.device.decoding import measure_forward_costs
 from edgellm.device.drafting import ForwardCosts
@@ -23,6 +25,14 @@ from tests.fakes.fake_engine import FakeEngine
 from tests.rpc.conftest import channel_to
 
 FASTEST = 2
+
+
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The contention meter sees no other process: on a shared host, others' jobs would (rightly)
+    mark trials contended and keep them out of the cache these tests check (tests/rpc/test_stale_tuning.py
+    tests the contention rule itself)."""
+    monkeypatch.setattr(models, "proc_meter", lambda: lambda: CpuTimes(time.perf_counter(), 0.0, None))
 
 
 def speed_by_threads(artifact: Artifact, config: EngineConfig) -> FakeEngine:
