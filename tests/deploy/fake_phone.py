@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgellm.deploy.channel import BASH, HOME, PREFIX, PROLOGUE_MARKER
-from edgellm.deploy.flow import DAEMON_LOG, SERVICE_START, STAMP_PATH, TOKEN_PATH
+from edgellm.deploy.flow import CONSTRAINED_PATH, DAEMON_LOG, SERVICE_START, STAMP_PATH, TOKEN_PATH
 
 SERVICE_DIR = f"{PREFIX}/var/service/edgellm"
 BOOT_SCRIPT = f"{HOME}/.termux/boot/start-edgellm"
@@ -42,6 +42,7 @@ class FakePhone:
     service: str = "absent"  # absent | down | run
     daemon_token: str = ""  # what install.sh writes to ~/.edgellm/token (the real daemon's token)
     install_fails: bool = False
+    constrained: str = "available"  # what install.sh records about llguidance
     install_runs: int = 0
     restarts: int = 0
     termux_scripts: list[str] = field(default_factory=list)
@@ -174,6 +175,7 @@ class FakePhone:
             self.files[dst] = self.files[f"{deploy_dir}/{name}"]
         self.files[BOOT_SCRIPT] = self.files[f"{deploy_dir}/start-edgellm"]
         self.files[STAMP_PATH] = (stamp + "\n").encode()
+        self.files[CONSTRAINED_PATH] = (self.constrained + "\n").encode()
         self.files.setdefault(TOKEN_PATH, (self.daemon_token + "\n").encode())
         self.files.setdefault(DAEMON_LOG, b"2026-12-02 daemon_listening port=50051\n")
         if self.service == "absent":

@@ -34,6 +34,7 @@ from edgellm.deploy.flow import (
     DeployState,
     DeviceFiles,
     StepReport,
+    constrained_line,
     fetch_token,
     files_step,
     forward_step,
@@ -199,6 +200,7 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
             channel.run(f"printf '%s\\n' {shlex.quote(model)} > {MODEL_PATH}")
         status = wait_health(target, config.health_timeout_s, want_serving=True)
         io.out(f"model {model} loaded: {status}")
+    io.out(constrained_line(channel))
     for message in state.messages:
         io.out(f"warning: {message}")
     io.out(
