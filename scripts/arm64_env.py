@@ -9,7 +9,7 @@ qemu-aarch64-static with `-L ROOT` (no binfmt_misc, no chroot):
 - root/  Debian 13 (trixie) arm64 python3 (3.13, Termux's version) unpacked by `mmdebstrap
          --variant=extract`: nothing of the root runs at build time, so no emulation is needed.
 - site/  `pip install --target --platform manylinux_2_17_aarch64 --only-binary=:all:` of the
-         edgellm wheel's `[device]` requirements: mnn, numpy, grpcio, protobuf, structlog. The
+         edgellm wheel's phone set, `[device,client]`: mnn, numpy, grpcio, protobuf, structlog, tqdm. The
          grpcio family is pinned to the oldest release pyproject allows (the 1.81 line Termux's
          `pkg` ships); nothing of the host side (torch, transformers) is installed.
 - tools/ pytest and its plugins (pure Python), only on the path of the emulated unit tests.
@@ -60,14 +60,20 @@ def log(msg: str) -> None:
     print(f"[arm64] {msg}", file=sys.stderr, flush=True)
 
 
+# The phone's set: deploy/termux/install.sh pip-installs the wheel with [client] beside the
+# [device] packages (numpy and grpcio from pkg, MNN built from source). No matplotlib (`plot`).
+PHONE_EXTRAS = ("device", "client")
+
+
 def device_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
-    """edgellm's core + [device] requirements, with the grpcio family pinned to its lower bound.
+    """edgellm's core + the phone's extras' requirements, the grpcio family pinned to its lower bound.
 
     Why pin: Termux installs grpcio from `pkg` (pip cannot build it there), i.e. whatever 1.81.x
     the repository carries; the oldest release pyproject accepts is the one to prove.
     """
     project = tomllib.loads(pyproject.read_text())["project"]
-    reqs: list[str] = [*project["dependencies"], *project["optional-dependencies"]["device"]]
+    extras = project["optional-dependencies"]
+    reqs: list[str] = [*project["dependencies"], *(r for e in PHONE_EXTRAS for r in extras[e])]
     out = []
     for req in reqs:
         name = req.split(">")[0].split("=")[0].split("<")[0].split("~")[0].strip()
@@ -339,8 +345,8 @@ def ensure() -> ArmEnv:
         with tempfile.TemporaryDirectory(dir=env.base) as tmp:
             wheel = build_wheel(Path(tmp) / "wheel")
             reqs = [r for r in device_requirements() if not r.startswith("mnn")]
-            # The wheel's own metadata decides the set: edgellm[device] plus the grpcio pins.
-            pip_target(env.site, [f"edgellm[device] @ {wheel.as_uri()}", *reqs])
+            # The wheel's own metadata decides the set: the phone's extras plus the grpcio pins.
+            pip_target(env.site, [f"edgellm[{','.join(PHONE_EXTRAS)}] @ {wheel.as_uri()}", *reqs])
         shutil.rmtree(next(iter(env.site.glob("edgellm-*.dist-info"))), ignore_errors=True)
         shutil.rmtree(env.site / "edgellm", ignore_errors=True)
     if not env.tools.is_dir():

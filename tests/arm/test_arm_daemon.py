@@ -128,3 +128,23 @@ def test_push_and_load_of_a_second_artifact(arm_daemon: EmulatedDaemon, second_a
         out = client.generate(messages=CAPITAL, max_new_tokens=24)
     remember(second_artifact=status.model.name, second_answer=out.text)
     assert "Paris" in out.text
+
+
+@pytest.mark.arm_smoke
+def test_the_phone_set_has_no_matplotlib_and_its_own_cli_reads_the_status(
+    arm_env: ArmEnv, arm_daemon: EmulatedDaemon
+) -> None:
+    """The emulated env holds exactly what the phone installs (edgellm[device,client]); its CLI works."""
+    from scripts.arm64_env import facts
+
+    found = facts(arm_env)
+    assert found["host_side_importable"] == ["tqdm"]  # client's progress bars; no matplotlib, no torch
+    status = subprocess.run(
+        arm_env.command(["-m", "edgellm.cli", "status", "--target", arm_daemon.target, "--json"]),
+        env=arm_env.environ(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert json.loads(status.stdout)["engine_state"] == "ENGINE_STATE_IDLE"

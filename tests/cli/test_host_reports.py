@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from edgellm.host.builder import source as builder_source
+from edgellm.host.builder.host_source import HOST_SOURCE, host_hf_dir
 from edgellm.host.builder.source import default_hf_dir
 from edgellm.host.convert.default_model import default_source
 from tests.cli.conftest import Result
@@ -24,7 +25,7 @@ def _without_reference(artifact: Path, into: Path) -> Path:
     """The artifact's files (symlinked) under a manifest whose fp checkpoint is not on this host."""
     into.mkdir()
     for f in artifact.iterdir():
-        if f.name != "manifest.json":
+        if f.name not in ("manifest.json", HOST_SOURCE):
             (into / f.name).symlink_to(f)
     manifest = json.loads((artifact / "manifest.json").read_text(encoding="utf-8"))
     manifest["source"]["hf_dir"] = str(into / "not-on-this-host")
@@ -81,6 +82,7 @@ def test_convert_records_its_fp_checkpoint_for_eval(default_artifact: Path) -> N
     from edgellm.host.evaluate.artifact import reference_dir
 
     manifest, _ = read_manifest(default_artifact)
-    assert Path(manifest.source.hf_dir) == default_hf_dir(manifest.source.name, manifest.source.sha256)
-    if (Path(manifest.source.hf_dir) / "config.json").is_file():
-        assert reference_dir(default_artifact)[0] == Path(manifest.source.hf_dir)
+    hf_dir = host_hf_dir(default_artifact, manifest)
+    assert hf_dir == default_hf_dir(manifest.source.name, manifest.source.sha256)
+    if (hf_dir / "config.json").is_file():
+        assert reference_dir(default_artifact)[0] == hf_dir

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgellm.deploy.channel import BASH, HOME, PREFIX, PROLOGUE_MARKER
-from edgellm.deploy.flow import CERT_PATH, DAEMON_LOG, SERVICE_START, STAMP_PATH, TOKEN_PATH
+from edgellm.deploy.flow import CERT_PATH, CONSTRAINED_PATH, DAEMON_LOG, SERVICE_START, STAMP_PATH, TOKEN_PATH
 
 SERVICE_DIR = f"{PREFIX}/var/service/edgellm"
 BOOT_SCRIPT = f"{HOME}/.termux/boot/start-edgellm"
@@ -43,6 +43,7 @@ class FakePhone:
     daemon_token: str = ""  # what install.sh writes to ~/.edgellm/token (the real daemon's token)
     daemon_cert: str = ""  # what the daemon's first start writes to ~/.edgellm/tls/cert.pem (its real one)
     install_fails: bool = False
+    constrained: str = "available"  # what install.sh records about llguidance
     install_runs: int = 0
     restarts: int = 0
     termux_scripts: list[str] = field(default_factory=list)
@@ -175,6 +176,7 @@ class FakePhone:
             self.files[dst] = self.files[f"{deploy_dir}/{name}"]
         self.files[BOOT_SCRIPT] = self.files[f"{deploy_dir}/start-edgellm"]
         self.files[STAMP_PATH] = (stamp + "\n").encode()
+        self.files[CONSTRAINED_PATH] = (self.constrained + "\n").encode()
         self.files.setdefault(TOKEN_PATH, (self.daemon_token + "\n").encode())
         if self.daemon_cert:  # the real daemon's first start made it (the fake's service "starts" it)
             self.files.setdefault(CERT_PATH, self.daemon_cert.encode())

@@ -9,6 +9,7 @@ import pytest
 
 from edgellm.common.artifact_files import read_manifest, verify_files
 from edgellm.common.errors import FailedPrecondition
+from edgellm.host.builder.host_source import host_hf_dir
 from edgellm.host.builder.loaded import load_model
 from edgellm.host.builder.source import checkpoint, resolve_source
 from edgellm.host.convert.default_model import default_source
@@ -70,7 +71,7 @@ def test_default_artifact_is_the_convert_preset_with_its_gate_and_reference(defa
     assert manifest.tokenizer.hf_tokenizer == "tokenizer.json"  # constrained output (docs/constrained.md)
     assert 2 in manifest.tokenizer.stop_token_ids  # <|im_end|>
     assert manifest.source.sha256 == default_source().sha256 and manifest.source.format == "gguf"
-    assert (Path(manifest.source.hf_dir) / "config.json").is_file()  # `edgellm eval` finds its fp reference
+    assert (host_hf_dir(default_artifact, manifest) / "config.json").is_file()  # eval's fp reference
     assert manifest.model.rope_theta == EXPECTED_ROPE_THETA
     assert manifest.model.context_length == 8192 and manifest.model.head_dim == 64
     assert manifest.build.builder == "convert"

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from edgellm.common.artifact_files import read_manifest
+from edgellm.host.builder.host_source import HOST_SOURCE
 from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.quantize import mnn_weights
 from edgellm.host.quantize.export import carry_weights
@@ -27,7 +28,8 @@ def test_artifact_has_manifest_plan_and_exact_round_trip(tiny_artifact: tuple[Pa
     assert manifest.model.head_dim == 16 and manifest.model.architecture == "llama"
     names = {f.path for f in manifest.files}
     assert {"llm.mnn", "llm.mnn.weight", "config.json", "tokens.bin"} <= names
-    assert "llm.mnn.json" not in names and not any(p.name.startswith(".") for p in path.iterdir())
+    hidden = {p.name for p in path.iterdir() if p.name.startswith(".")}
+    assert "llm.mnn.json" not in names and hidden == {HOST_SOURCE}  # no temp file left behind
     res = result["evaluation"]["results"]
     assert abs(res["mnn"]["ppl"] / res["torch"]["ppl"] - 1) < 0.01
 

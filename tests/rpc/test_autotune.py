@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from edgellm.device.artifact import Artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core import models
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning, candidate_threads
+from edgellm.device.core.contention import CpuTimes
 from edgellm.device.core.tuning_cache import CostsCache, JsonMap, TuningCache, costs_key, tuning_key
 from edgellm.device.decoding import measure_forward_costs
 from edgellm.device.drafting import ForwardCosts
@@ -28,6 +30,14 @@ FASTEST = 2
 # only while its engine generates and gives the cores back when idle or stopped
 # (tests/governor/test_actuators.py), so the tuner sees all of them, even beside the session daemon.
 CPUS_AT_START = len(os.sched_getaffinity(0))
+
+
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The contention meter sees no other process: on a shared host, others' jobs would (rightly)
+    mark trials contended and keep them out of the cache these tests check (tests/rpc/test_stale_tuning.py
+    tests the contention rule itself)."""
+    monkeypatch.setattr(models, "proc_meter", lambda: lambda: CpuTimes(time.perf_counter(), 0.0, None))
 
 
 def speed_by_threads(artifact: Artifact, config: EngineConfig) -> FakeEngine:

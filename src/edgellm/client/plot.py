@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from edgellm.common.errors import FailedPrecondition
+
+INSTALL_HINT = "pip install 'edgellm[plot]'"
+
+
+def require_matplotlib() -> None:
+    """Refuse (FailedPrecondition) when matplotlib is missing: the `plot` extra, not on the phone."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise FailedPrecondition(f"--plot needs matplotlib, which is not installed: {INSTALL_HINT}")
 
 
 @dataclass
@@ -21,7 +32,8 @@ class Trace:
 
 
 def plot_traces(traces: Sequence[Trace], out: Path, title: str = "") -> None:
-    """Four stacked panels sharing the time axis; writes a PNG (matplotlib, a client/host extra)."""
+    """Four stacked panels sharing the time axis; writes a PNG (matplotlib: the `plot` extra)."""
+    require_matplotlib()
     import matplotlib
 
     matplotlib.use("Agg")  # no display on a phone or in CI

@@ -37,6 +37,7 @@ from edgellm.deploy.flow import (
     DeployState,
     DeviceFiles,
     StepReport,
+    constrained_line,
     fetch_cert,
     fetch_token,
     files_step,
@@ -210,6 +211,7 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
             channel.run(f"printf '%s\\n' {shlex.quote(model)} > {MODEL_PATH}")
         status = wait_health(target, config.health_timeout_s, want_serving=True, tls=tls)
         io.out(f"model {model} loaded: {status}")
+    io.out(constrained_line(channel))
     for message in state.messages:
         io.out(f"warning: {message}")
     io.out(

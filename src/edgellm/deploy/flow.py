@@ -23,6 +23,7 @@ TERMUX_DIR = Path(__file__).resolve().parent / "termux"
 REMOTE_DIR = f"{HOME}/.edgellm/deploy"
 STAMP_PATH = f"{REMOTE_DIR}/installed.stamp"
 MODEL_PATH = f"{REMOTE_DIR}/model"
+CONSTRAINED_PATH = f"{REMOTE_DIR}/constrained"  # install.sh: "available" or "unavailable: <why>"
 TOKEN_PATH = f"{HOME}/.edgellm/token"  # the daemon's token, made by install.sh (or its first start)
 CERT_PATH = f"{HOME}/.edgellm/tls/cert.pem"  # the daemon's self-signed certificate (its first start)
 SERVICE = "edgellm"
@@ -138,6 +139,18 @@ def read_remote(channel: Channel, path: str) -> str:
     return channel.run(f"cat {shlex.quote(path)} 2>/dev/null; true").stdout.strip()
 
 
+def constrained_line(channel: Channel) -> str:
+    """What the installer recorded about llguidance, as the deploy's summary line."""
+    state = read_remote(channel, CONSTRAINED_PATH)
+    if state == "available":
+        return "constrained output: available"
+    why = state.removeprefix("unavailable: ") or f"the installer recorded nothing at {CONSTRAINED_PATH}"
+    return (
+        f"constrained output: unavailable: {why}; requests with response_format/json schema get "
+        "FAILED_PRECONDITION"
+    )
+
+
 def service_running(channel: Channel) -> bool:
     """True when `sv status edgellm` says the daemon runs."""
     return channel.run(f"sv status {SERVICE}").stdout.startswith(f"run: {SERVICE}")
@@ -228,7 +241,8 @@ def install_step(channel: Channel, files: DeviceFiles, state: DeployState) -> St
     return Step(
         "install",
         "pkg install python, numpy, grpcio, termux-api, termux-services; pip install the wheel; "
-        "build MNN if missing; install the runit service and the boot script",
+        "build MNN if missing; try llguidance (constrained output); install the runit service "
+        "and the boot script",
         [script],
         lambda: read_remote(channel, STAMP_PATH) == stamp,
         apply,

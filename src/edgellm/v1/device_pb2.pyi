@@ -760,6 +760,8 @@ class ThreadTuning(_message.Message):
     TRIALS_FIELD_NUMBER: _builtins.int
     SECONDS_FIELD_NUMBER: _builtins.int
     CACHED_FIELD_NUMBER: _builtins.int
+    MEASURED_UNIX_FIELD_NUMBER: _builtins.int
+    RECHECK_FIELD_NUMBER: _builtins.int
     threads: _builtins.int
     """the count in use"""
     pinned: _builtins.bool
@@ -768,6 +770,10 @@ class ThreadTuning(_message.Message):
     """time the autotune took"""
     cached: _builtins.bool
     """the pick an earlier start measured (same artifact and CPUs)"""
+    measured_unix: _builtins.float
+    """when the trials ran (0 = unknown: saved before this field)"""
+    recheck: _builtins.str
+    """why a re-measure is due at the next idle moment ("" = none)"""
     @_builtins.property
     def trials(self) -> _containers.RepeatedCompositeFieldContainer[Global___ThreadTrial]: ...
     def __init__(
@@ -778,10 +784,12 @@ class ThreadTuning(_message.Message):
         trials: _abc.Iterable[Global___ThreadTrial] | None = ...,
         seconds: _builtins.float = ...,
         cached: _builtins.bool = ...,
+        measured_unix: _builtins.float = ...,
+        recheck: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "pinned", b"pinned", "seconds", b"seconds", "threads", b"threads", "trials", b"trials"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached", b"cached", "measured_unix", b"measured_unix", "pinned", b"pinned", "recheck", b"recheck", "seconds", b"seconds", "threads", b"threads", "trials", b"trials"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -794,19 +802,23 @@ class ThreadTrial(_message.Message):
     THREADS_FIELD_NUMBER: _builtins.int
     DECODE_TOKENS_PER_SECOND_FIELD_NUMBER: _builtins.int
     PREFILL_TOKENS_PER_SECOND_FIELD_NUMBER: _builtins.int
+    CONTENDED_FIELD_NUMBER: _builtins.int
     threads: _builtins.int
     decode_tokens_per_second: _builtins.float
     prefill_tokens_per_second: _builtins.float
+    contended: _builtins.bool
+    """other processes spoiled it (not cached; re-measured when idle)"""
     def __init__(
         self,
         *,
         threads: _builtins.int = ...,
         decode_tokens_per_second: _builtins.float = ...,
         prefill_tokens_per_second: _builtins.float = ...,
+        contended: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decode_tokens_per_second", b"decode_tokens_per_second", "prefill_tokens_per_second", b"prefill_tokens_per_second", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["contended", b"contended", "decode_tokens_per_second", b"decode_tokens_per_second", "prefill_tokens_per_second", b"prefill_tokens_per_second", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from edgellm.client.commands.common_args import add_target, client_from
 from edgellm.client.jsonout import message_json
@@ -36,14 +37,32 @@ def governor_lines(g: device_pb2.GovernorState) -> list[str]:
     return lines
 
 
-def tuning(t: device_pb2.ThreadTuning) -> str:
-    """How the thread count was chosen, e.g. 'autotuned 2 (1: 41.8 tok/s, 2: 68.0 tok/s; 9.1 s)'."""
+def age(seconds: float) -> str:
+    """A duration as a person reads it: '40 s', '12 min', '5 h', '3 d'."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{max(seconds, 0):.0f} s"
+
+
+def tuning(t: device_pb2.ThreadTuning, now: float | None = None) -> str:
+    """How the thread count was chosen and when, e.g.
+    'autotuned 2 (decode 1: 41.8 tok/s, 2: 68.0 tok/s; 9.1 s; measured 3 h ago)'."""
     if not t.trials:
-        return f"{t.threads} (pinned)" if t.pinned else str(t.threads)
-    trials = ", ".join(f"{x.threads}: {x.decode_tokens_per_second:.1f} tok/s" for x in t.trials)
+        head = f"{t.threads} (pinned)" if t.pinned else str(t.threads)
+        return head + (f"; re-check due: {t.recheck}" if t.recheck else "")
+    trials = ", ".join(
+        f"{x.threads}: {x.decode_tokens_per_second:.1f} tok/s" + (" (contended)" if x.contended else "")
+        for x in t.trials
+    )
     how = "pinned" if t.pinned else "autotuned"
     when = f"measured at an earlier start in {t.seconds:.1f} s" if t.cached else f"{t.seconds:.1f} s"
-    return f"{how} {t.threads} (decode {trials}; {when})"
+    if t.measured_unix > 0:
+        when += f"; measured {age((time.time() if now is None else now) - t.measured_unix)} ago"
+    line = f"{how} {t.threads} (decode {trials}; {when})"
+    if any(x.contended and x.threads != t.threads for x in t.trials):  # a loser: the pick in doubt
+        line += "; not cached: contended"
+    return line + (f"; re-check due at the next idle moment: {t.recheck}" if t.recheck else "")
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import grpc
 from edgellm.client.client import DaemonClient
 from edgellm.client.commands.common_args import add_target, client_from
 from edgellm.client.jsonout import message_dict
-from edgellm.client.plot import Trace, plot_traces
+from edgellm.client.plot import Trace, plot_traces, require_matplotlib
 from edgellm.common.argtypes import int_in, non_negative_int
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.v1 import device_pb2
@@ -178,6 +178,8 @@ class _Sink:
 
 def run(ns: argparse.Namespace) -> int:
     """Stream samples in the chosen mode."""
+    if ns.plot is not None:
+        require_matplotlib()  # before any sampling: a recording that cannot be drawn is time lost
     if ns.source is not None:
         if ns.plot is None:
             raise InvalidArgument("--from FILE needs --plot PNG (the image to draw it into)")

@@ -125,6 +125,31 @@ else
     build_mnn
 fi
 
+# 3b. Schema-constrained output (docs/constrained.md). llguidance has no Android wheel: pip builds
+# it from its sdist with pkg's Rust (10-20 minutes, once). Optional, so a failure is recorded in
+# $STATE/deploy/constrained (read by `edgellm deploy device`), never fatal: without llguidance the
+# daemon answers constrained requests with FAILED_PRECONDITION. EDGELLM_SKIP_LLGUIDANCE=1 skips it.
+CONSTRAINED="$STATE/deploy/constrained"
+mkdir -p "$STATE/deploy"
+LLG_LOG="$LOGS/llguidance.log"
+if python -c "import llguidance" >/dev/null 2>&1; then
+    say "llguidance already installed"
+    printf 'available\n' >"$CONSTRAINED"
+elif [ "${EDGELLM_SKIP_LLGUIDANCE:-0}" = 1 ]; then
+    say "skipping llguidance (EDGELLM_SKIP_LLGUIDANCE=1)"
+    printf 'unavailable: skipped (EDGELLM_SKIP_LLGUIDANCE=1)\n' >"$CONSTRAINED"
+else
+    say "pip install llguidance, built with Rust (10-20 minutes once; log: $LLG_LOG)"
+    if { dpkg -s rust >/dev/null 2>&1 || pkg install -y rust; } >"$LLG_LOG" 2>&1 &&
+        pip install --disable-pip-version-check 'llguidance>=1.9.1,<2' >>"$LLG_LOG" 2>&1 &&
+        python -c "import llguidance" >>"$LLG_LOG" 2>&1; then
+        printf 'available\n' >"$CONSTRAINED"
+    else
+        say "llguidance did not install (log: $LLG_LOG): constrained requests will get FAILED_PRECONDITION"
+        printf 'unavailable: pip install llguidance failed (log: %s)\n' "$LLG_LOG" >"$CONSTRAINED"
+    fi
+fi
+
 # 4. The daemon's bearer token: 256 bits from the kernel's CSPRNG (the source Python's `secrets`
 # reads), mode 0600, made once. `edgellm deploy device` copies it to the host over adb/ssh; the
 # daemon would also make one on its first start.

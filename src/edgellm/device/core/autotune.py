@@ -5,18 +5,26 @@ MNN reads `thread_num` only inside load(), so each candidate is a real load of t
 run of decode steps, then a close. The pick is the fastest decode (what a user waits for token
 by token); prefill is reported beside it. On phones, more threads than big cores is slower (the
 little cores hold the big ones back at every barrier): measuring is the only portable answer.
+
+Contention (core/contention.py): a trial timed while other processes held the cores it needs is
+measured again (up to RETRIES times) and, if still spoiled, marked `contended`. Contention only
+slows a trial, so a contended winner still won; a contended *loser* might have won: then the
+tuning is used for this load only, never cached, and re-measured at the next idle moment.
+Why: a start during a test run once cached a 2-thread trial at 4.3 tok/s against 94 for 1 thread,
+and every later daemon on that machine decoded on one thread.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from edgellm.common.logs import get_logger
 from edgellm.device.artifact import Artifact
+from edgellm.device.core.contention import CpuMeter, Verdict, judge, proc_meter
 from edgellm.device.engine.base import Engine
 from edgellm.device.engine.config import EngineConfig
 
@@ -27,7 +35,8 @@ TUNE_TEXT = (
     "every week; farmers bring bread, cheese, apples and honey from the valley."
 )
 PREFILL_TOKENS = 64
-DECODE_STEPS = 24  # ~0.3-1 s per candidate on a phone-sized model
+DECODE_STEPS = 24  # ~0.3-1 s per candidate on a phone-sized model (timed in two halves)
+RETRIES = 2  # re-measures of a spoiled trial before it is kept as `contended`
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,7 @@ class ThreadTrial:
     threads: int
     decode_tokens_per_second: float
     prefill_tokens_per_second: float
+    contended: bool = False  # still spoiled by other processes after RETRIES re-measures
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,18 @@ class ThreadTuning:
     pinned: bool = False
     seconds: float = 0.0  # time the measuring took (when it ran: not on a cached pick)
     cached: bool = False  # taken from an earlier start's measurement (core/tuning_cache.py)
+    measured_unix: float = field(default_factory=time.time)  # when the trials ran (0 = unknown)
+    recheck: str = ""  # why a re-tune is due at the next idle moment ("" = none)
+
+    @property
+    def contended(self) -> bool:
+        """Whether a losing trial was spoiled by contention, so the pick is in doubt (not cached)."""
+        return any(t.contended for t in self.trials if t.threads != self.threads)
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """The chosen count's measured decode rate (0 when pinned or not measured)."""
+        return next((t.decode_tokens_per_second for t in self.trials if t.threads == self.threads), 0.0)
 
 
 def candidate_threads(cpus: int, limit: int = 8) -> tuple[int, ...]:
@@ -69,17 +91,44 @@ def measure(engine: Engine, prompt: Sequence[int], steps: int = DECODE_STEPS) ->
     return steps / (done - prefilled), len(prompt) / (prefilled - start)
 
 
+def timed_trial(
+    engine: Engine, prompt: Sequence[int], threads: int, cpus: int, meter: CpuMeter
+) -> ThreadTrial:
+    """One candidate's speeds, re-measured while contention spoils them (up to RETRIES times).
+
+    The decode steps run in two halves: each judged (core/contention.py) on the other processes'
+    CPU use and on whether its halves agree.
+    """
+    verdict = Verdict(spoiled=True)
+    decode = prefill = 0.0
+    for attempt in range(RETRIES + 1):
+        before = meter()
+        first, prefill = measure(engine, prompt, steps=DECODE_STEPS // 2)
+        second, _ = measure(engine, prompt, steps=DECODE_STEPS // 2)
+        verdict = judge(before, meter(), threads, cpus, (first, second))
+        decode = (first + second) / 2
+        if not verdict.spoiled:
+            break
+        log.warning("autotune_trial_contended", threads=threads, attempt=attempt + 1, reason=verdict.reason)
+    return ThreadTrial(threads, decode, prefill, contended=verdict.spoiled)
+
+
 def tune_threads(
     factory: Callable[[Artifact, EngineConfig], Engine],
     artifact: Artifact,
     config: EngineConfig,
     candidates: Sequence[int],
+    meter: CpuMeter | None = None,
+    cpus: int = 0,
 ) -> ThreadTuning:
     """Load the artifact once per candidate thread count, measure, close; the fastest decode wins.
 
     Trials load without drafting (draft_max 0): the verify module clones are not needed to rank
-    thread counts, and the final load makes them.
+    thread counts, and the final load makes them. The fastest trial wins, contended or not (a
+    contended rate is a lower bound).
     """
+    meter = meter or proc_meter()
+    cpus = cpus or max(candidates, default=1)  # usable cores (the candidates go up to them)
     start = time.perf_counter()
     trials: list[ThreadTrial] = []
     for threads in candidates:
@@ -89,14 +138,22 @@ def tune_threads(
             prompt = (engine.encode(TUNE_TEXT) * 4)[:PREFILL_TOKENS]
             engine.warm_up(len(prompt))
             measure(engine, prompt, steps=4)  # first forwards after load are slower: not counted
-            decode, prefill = measure(engine, prompt)
+            trial = timed_trial(engine, prompt, threads, cpus, meter)
         finally:
             engine.close()
-        trials.append(ThreadTrial(threads, decode, prefill))
+        trials.append(trial)
         log.info(
-            "autotune_trial", threads=threads, decode_tps=round(decode, 1), prefill_tps=round(prefill, 1)
+            "autotune_trial",
+            threads=threads,
+            decode_tps=round(trial.decode_tokens_per_second, 1),
+            prefill_tps=round(trial.prefill_tokens_per_second, 1),
+            contended=trial.contended,
         )
     best = max(trials, key=lambda t: t.decode_tokens_per_second)
     tuning = ThreadTuning(best.threads, tuple(trials), seconds=time.perf_counter() - start)
-    log.info("autotune_done", threads=best.threads, seconds=round(tuning.seconds, 1))
+    if tuning.contended:
+        tuning = replace(tuning, recheck="contended trials")
+    log.info(
+        "autotune_done", threads=best.threads, seconds=round(tuning.seconds, 1), contended=tuning.contended
+    )
     return tuning

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edgellm.common.allocator import release_free_memory
-from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.common.errors import EdgeError, FailedPrecondition, InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.push_wire import PushMessage
 from edgellm.device.config import DaemonConfig
@@ -46,6 +46,9 @@ VERSION = "0.1.0"
 # trained context (SmolLM2); the next LoadModel checks it again against the real one.
 CONTEXT_WITHOUT_MODEL = 8192
 _FULL_ID = re.compile(r"[0-9a-f]{64}")
+# A re-check of a stale measured choice (core/retune.py) waits until no request ran for this long:
+# it reloads the model, so it should not land between two turns of a conversation.
+RETUNE_IDLE_S = 30.0
 
 
 class DaemonCore:
@@ -74,6 +77,8 @@ class DaemonCore:
         self.models.on_threads = self.governor.set_threads  # the ladder starts from the autotuned count
         self.scheduler = Scheduler(self.models, self.worker, self.governor)
         self._pushes = PushReceiver(self.store)
+        self.retune_idle_s = RETUNE_IDLE_S
+        self._retune_task: asyncio.Task[None] | None = None
 
     @property
     def config(self) -> DaemonConfig:
@@ -85,12 +90,15 @@ class DaemonCore:
         self.models.on_change(callback)
 
     def start(self) -> None:
-        """Start the background loops (the governor) on the running event loop."""
+        """Start the background loops (the governor, idle re-checks) on the running event loop."""
         self.governor.start()
+        self._retune_task = asyncio.get_running_loop().create_task(self.retune_when_idle())
 
     async def close(self) -> None:
         """Let cancelled pushes finish writing, stop the governor and the worker, then free the engine."""
         await self._pushes.drain()
+        if self._retune_task is not None:
+            self._retune_task.cancel()
         await self.governor.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
         self.models.close()
@@ -128,6 +136,25 @@ class DaemonCore:
     async def restore(self) -> LoadInfo | None:
         """Reload the model loaded before the last shutdown, if any."""
         return await self.models.restore()
+
+    async def retune_when_idle(self) -> None:
+        """Re-measure a stale or contended choice once idle (no request for retune_idle_s); a task."""
+        while True:
+            await asyncio.sleep(max(0.01, min(self.retune_idle_s / 4, 5.0)))
+            m = self.models
+            idle = time.monotonic() - m.last_used
+            if (
+                not m.retune_due
+                or m.state != EngineState.IDLE
+                or self.scheduler.busy
+                or idle < self.retune_idle_s
+            ):
+                continue
+            log.info("retune_start", reason=m.tuning.recheck, idle_s=round(idle, 1))
+            try:
+                await m.retune()
+            except (EdgeError, OSError) as err:  # the next idle moment tries again (MAX_RETUNES)
+                log.warning("retune_failed", error=str(err))
 
     async def keep_alive(self) -> None:
         """Unload after config.keep_alive_s idle seconds (run as a task)."""

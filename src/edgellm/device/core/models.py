@@ -26,6 +26,8 @@ from edgellm.device.admission import admit, kv_bytes, memory_need
 from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.autotune import ThreadTuning, candidate_threads, tune_threads
+from edgellm.device.core.contention import CpuMeter, judge, proc_meter
+from edgellm.device.core.retune import RateWatch
 from edgellm.device.core.state import EngineState, LoadInfo
 from edgellm.device.core.tuning_cache import CostsCache, TuningCache, costs_key, tuning_key
 from edgellm.device.decoding import CALIBRATION_TEXT, measure_forward_costs
@@ -44,6 +46,7 @@ EngineFactory = Callable[[Artifact, EngineConfig], Engine]
 # Why 8: a model named by an id prefix must be unambiguous among a handful of artifacts and
 # still be typeable; 8 hex digits (32 bits) is what `git` shows by default, and the store agrees.
 MIN_ID_PREFIX = 8
+MAX_RETUNES = 3  # re-checks per loaded artifact: a machine busy at every idle moment stops here
 
 
 def check_forward(engine: Engine) -> None:
@@ -121,6 +124,10 @@ class ModelLifecycle:
         self._listeners: list[Callable[[bool], None]] = []
         self.tuning = ThreadTuning(config.threads, pinned=True)
         self._tuned_for = ""  # artifact id the autotune ran on (it runs once per artifact)
+        self._fresh = False  # the next load measures again, whatever the caches hold (a re-check)
+        self._retunes = 0  # re-checks of the loaded artifact so far
+        self.watch = RateWatch(0.0)  # the live decode rate against what the choice promised
+        self.meter: CpuMeter = proc_meter()  # other processes' CPU use, for the contention rule
         self.on_threads: Callable[[int], None] = lambda threads: None  # the governor's ladder follows
 
     def on_change(self, callback: Callable[[bool], None]) -> None:
@@ -144,6 +151,7 @@ class ModelLifecycle:
             underway.done.set()  # waiting requests look again: at the model, or at why it is not there
             if self.loading is underway:
                 self.loading = None
+        self.watch = RateWatch(self.promised_tps(loaded))
         if not self.tuning.pinned:
             self.on_threads(self.tuning.threads)  # on the event loop, where the governor lives
         self.last_used = time.monotonic()
@@ -159,6 +167,8 @@ class ModelLifecycle:
         self._write_json(
             self._loading_file, {"path": str(artifact.path), "artifact_id": artifact.artifact_id}
         )
+        if not self._fresh:
+            self._retunes = 0
         try:
             return await asyncio.wrap_future(self.worker.call(lambda: self._load(artifact, engine_config)))
         finally:
@@ -242,13 +252,21 @@ class ModelLifecycle:
             return ForwardCosts()
         store = CostsCache(self.config.data_dir)
         key = costs_key(tuning_key(artifact.artifact_id), engine_config)
-        costs = store.get(key)
+        costs = None if self._fresh else store.get(key)
         if costs is not None:
             log.info("forward_costs_cached", path=str(store.path), threads=engine_config.threads)
             return costs
         costs = ForwardCosts()
+        meter = self.meter
+        before = meter()
         measure_forward_costs(engine, costs, engine.encode(CALIBRATION_TEXT)[:64])
-        if costs.seconds:
+        # Only the other-processes rule (core/contention.py): single forwards vary too much to
+        # compare repeats the way the autotune's halves are compared.
+        verdict = judge(before, meter(), engine_config.threads, usable_cpus(), (1.0, 1.0))
+        if verdict.spoiled:
+            log.warning("forward_costs_not_cached", reason=verdict.reason)
+            self.tuning = replace(self.tuning, recheck=self.tuning.recheck or "contended forward costs")
+        elif costs.seconds:
             store.put(key, costs)
         return costs
 
@@ -256,20 +274,57 @@ class ModelLifecycle:
         """With autotune on, measure the thread counts once per artifact and load with the fastest."""
         if not self.config.autotune:
             return engine_config
-        if self._tuned_for != artifact.artifact_id:
+        if self._tuned_for != artifact.artifact_id or self._fresh:
             cache, key = TuningCache(self.config.data_dir), tuning_key(artifact.artifact_id)
-            cached = cache.get(key)
+            cached = None if self._fresh else cache.get(key)
             if cached is not None:
                 self.tuning = cached
                 log.info("autotune_cached", threads=cached.threads, path=str(cache.path))
             else:
+                cpus = usable_cpus()
                 self.tuning = tune_threads(
-                    self.engine_factory, artifact, engine_config, candidate_threads(usable_cpus())
+                    self.engine_factory, artifact, engine_config, candidate_threads(cpus), self.meter, cpus
                 )
-                cache.put(key, self.tuning)
+                cache.put(key, self.tuning)  # refuses a contended tuning
             self._tuned_for = artifact.artifact_id
             self.config = replace(self.config, threads=self.tuning.threads)
         return replace(engine_config, threads=self.tuning.threads)
+
+    # -- re-checking measured choices (core/retune.py) ----------------------------------------------
+    def promised_tps(self, loaded: Loaded) -> float:
+        """The decode rate the measured choice promised: the autotune's pick, else the timed step."""
+        if self.tuning.trials:
+            return self.tuning.decode_tokens_per_second
+        step = loaded.cache.costs.seconds.get(1, 0.0)
+        return 1.0 / step if step > 0 else 0.0
+
+    def observe_rate(self, decode_tps: float, tokens: int, throttled: bool, constrained: bool) -> None:
+        """A finished request's decode rate (worker thread): flag a re-check when it disagrees."""
+        reason = self.watch.observe(decode_tps, tokens, throttled, constrained)
+        if reason and not self.tuning.recheck:
+            log.warning("measured_choice_stale", reason=reason, threads=self.tuning.threads)
+            self.tuning = replace(self.tuning, recheck=reason)
+
+    @property
+    def retune_due(self) -> bool:
+        """Whether a re-check waits for an idle moment (and the per-artifact limit allows one)."""
+        return bool(self.tuning.recheck) and self.loaded is not None and self._retunes < MAX_RETUNES
+
+    async def retune(self) -> LoadInfo | None:
+        """Reload the loaded artifact measuring afresh (threads and forward costs), saving clean results.
+
+        Call only while idle: the model is reloaded, so a request arriving meanwhile waits for it.
+        """
+        loaded = self.loaded
+        if loaded is None:
+            return None
+        self._retunes += 1
+        self.tuning = replace(self.tuning, recheck="")
+        self._fresh = True
+        try:
+            return await self.load(loaded.artifact.path)
+        finally:
+            self._fresh = False
 
     def pin_threads(self, threads: int) -> None:
         """An explicit thread count (UpdateConfig): no more autotune until restart."""

@@ -140,6 +140,11 @@ class Scheduler:
         self.last_decode_tps = s.decode_tokens_per_second
         self.draft_tokens_total += s.draft_tokens
         self.accepted_draft_tokens_total += s.accepted_draft_tokens
+        gov = self.governor.snapshot()
+        throttled = gov.rung > 0 or gov.pacing_ms > 0  # slowed on purpose: no evidence against the choice
+        self.models.observe_rate(
+            s.decode_tokens_per_second, s.completion_tokens, throttled, guide is not None
+        )
         log.info(
             "generate_done",
             finish_reason=finished.reason.value,

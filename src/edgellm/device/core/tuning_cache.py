@@ -7,6 +7,10 @@ the same key plus the engine settings (threads, power, precision, …) to the dr
 artifact or another MNN gives another key, so it is measured afresh. A damaged file is ignored
 (and replaced on the next save): a cache miss only costs the seconds of measuring.
 
+Only clean measurements are saved: a tuning or a set of costs timed under contention
+(core/contention.py) is used for that load and measured again at the next idle moment
+(core/retune.py); each tuning keeps when it was measured, shown as its age by `edgellm status`.
+
 Why keep the forward costs: they decide the draft lengths, and with them which positions run
 batched; on MNN's W4A8 kernels that can move a near-tie (docs/speculation.md), so re-timing them
 at every start would let a `fast` greedy answer, or a seeded sampled one, change after a restart.
@@ -110,15 +114,26 @@ class TuningCache:
             return None
         try:
             trials = tuple(ThreadTrial(**t) for t in entry["trials"])
-            return ThreadTuning(int(entry["threads"]), trials, seconds=float(entry["seconds"]), cached=True)
+            measured = float(entry.get("measured_unix", 0.0))  # 0: saved before ages were kept
+            return ThreadTuning(
+                int(entry["threads"]),
+                trials,
+                seconds=float(entry["seconds"]),
+                cached=True,
+                measured_unix=measured,
+            )
         except (KeyError, TypeError, ValueError) as err:
             log.warning("autotune_cache_entry_ignored", path=str(self.path), error=str(err))
             return None
 
     def put(self, key: str, tuning: ThreadTuning) -> None:
-        """Save `tuning` under `key`."""
+        """Save `tuning` under `key` (not a contended one: it would be wrong at every later start)."""
+        if tuning.contended:
+            log.warning("autotune_not_cached", reason="contended trials", threads=tuning.threads)
+            return
         trials = [asdict(t) for t in tuning.trials]
-        self._map.put(key, {"threads": tuning.threads, "trials": trials, "seconds": tuning.seconds})
+        entry = {"threads": tuning.threads, "trials": trials, "seconds": tuning.seconds}
+        self._map.put(key, {**entry, "measured_unix": tuning.measured_unix})
 
 
 class CostsCache:

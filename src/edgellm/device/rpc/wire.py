@@ -176,11 +176,14 @@ def status_message(s: DaemonState) -> device_pb2.DaemonStatus:
                     threads=t.threads,
                     decode_tokens_per_second=t.decode_tokens_per_second,
                     prefill_tokens_per_second=t.prefill_tokens_per_second,
+                    contended=t.contended,
                 )
                 for t in s.thread_tuning.trials
             ],
             seconds=s.thread_tuning.seconds,
             cached=s.thread_tuning.cached,
+            measured_unix=s.thread_tuning.measured_unix if s.thread_tuning.trials else 0.0,
+            recheck=s.thread_tuning.recheck,
         ),
         draft_tokens_total=s.draft_tokens_total,
         accepted_draft_tokens_total=s.accepted_draft_tokens_total,

@@ -39,6 +39,7 @@ from edgellm.common.manifest import (
 )
 from edgellm.common.progress import Progress, quiet, scaled
 from edgellm.common.runtime import Runtime
+from edgellm.host.builder.host_source import for_device, write_host_source
 from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.convert.llmexport_adapter import ExportFailed, check_exported_rope_theta
 from edgellm.host.evaluate.evaluate import EVAL_FILE, evaluate
@@ -144,7 +145,7 @@ def build_artifact(
             schema_version=SCHEMA_VERSION,
             name=artifact_name(loaded, plan, builder),
             created=datetime.now(UTC).isoformat(timespec="seconds"),
-            source=loaded.source,
+            source=for_device(loaded.source),  # host paths stay in HOST_SOURCE, off the phone
             model=loaded.shape,
             tokenizer=tokenizer,
             quantization=_quantization(loaded, plan, quantized, report.round_trip_exact),
@@ -155,6 +156,8 @@ def build_artifact(
             checks=checks,
         )
         write_manifest(staging, manifest)
+        calibrated = loaded.calibration(plan) is not None
+        write_host_source(staging, loaded.source, calibration_path(plan.calibration) if calibrated else None)
         publish(staging, output, force=force)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -273,7 +276,8 @@ def _quantization(loaded: LoadedModel, plan: QuantPlan, quantized: Quantized, ex
     calibration = None
     if loaded.calibration(plan) is not None:
         c = plan.calibration
-        calibration = CalibrationSource(str(calibration_path(c)), c.samples, c.seq_len)
+        # The name only: the manifest goes to the phone (the host's path is in HOST_SOURCE).
+        calibration = CalibrationSource(calibration_path(c).name, c.samples, c.seq_len)
     return Quantization(
         method=plan.method,
         bits=plan.bits,

@@ -8,12 +8,13 @@ from typing import Any
 from edgellm.common.artifact_files import read_manifest
 from edgellm.common.errors import EdgeError
 from edgellm.common.progress import Progress, quiet
+from edgellm.host.builder.host_source import host_hf_dir
 from edgellm.host.evaluate.evaluate import EVAL_FILE, EvalConfig, artifact_bytes, evaluate, take_tokens
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
 
 
 def reference_dir(artifact: Path) -> tuple[Path | None, str]:
-    """The fp checkpoint the artifact was built from (manifest ``source.hf_dir``) if it is on this host.
+    """The fp checkpoint the artifact was built from (host_source.HOST_SOURCE) if it is on this host.
 
     Returns ``(path, "")`` or ``(None, why not)`` so callers can say why top-1/KL are missing.
     """
@@ -21,9 +22,9 @@ def reference_dir(artifact: Path) -> tuple[Path | None, str]:
         manifest, _ = read_manifest(artifact)
     except (EdgeError, OSError) as err:
         return None, f"the artifact's manifest cannot be read ({err})"
-    path = Path(manifest.source.hf_dir)
+    path = host_hf_dir(artifact, manifest)
     if not (path / "config.json").is_file():
-        return None, f"its fp source {path} (manifest source.hf_dir) is not on this host"
+        return None, f"its fp source {path} is not on this host"
     return path, ""
 
 
