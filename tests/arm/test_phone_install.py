@@ -22,7 +22,7 @@ import pytest
 from scripts.arm64_env import build_wheel
 
 PHONE_SET = "device,client"  # install.sh: "${WHEEL}[client]" beside pkg's numpy/grpcio and MNN
-HOST_ONLY = ("matplotlib", "torch", "transformers", "llmexport", "cryptography")
+HOST_ONLY = ("matplotlib", "torch", "transformers", "llmexport")
 START_TIMEOUT_S = 300
 
 

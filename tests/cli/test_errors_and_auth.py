@@ -37,8 +37,9 @@ def edgellm_process(
         (["generate", "--max-new-tokens", "-5", "hi"], 2, "must be at least 1, got -5"),
         (["generate", "--temperature", "nan", "hi"], 2, "not a finite number"),
         (["daemon", "--model", "/nonexistent"], 2, "no artifact at /nonexistent"),
-        (["daemon", "--host", "0.0.0.0"], 2, "refusing to listen on '0.0.0.0' without TLS"),
-        (["host", "--host", "0.0.0.0"], 2, "refusing to listen on '0.0.0.0' without TLS"),
+        # Off loopback a token always comes with TLS (self-signed by default); no token is refused.
+        (["daemon", "--host", "0.0.0.0", "--insecure-loopback"], 2, "is for 127.0.0.1 / ::1 only"),
+        (["host", "--host", "0.0.0.0", "--insecure-loopback"], 2, "is for 127.0.0.1 / ::1 only"),
         (["daemon", "--threads", "0"], 2, "must be at least 1"),
         (["push", "/nonexistent"], 2, "manifest.json"),
         (["telemetry", "--from", "/nonexistent.jsonl"], 2, "--plot"),

@@ -87,7 +87,7 @@ def test_full_deploy_then_rerun_changes_nothing(rig: Rig) -> None:
     assert any(line.startswith("installer 127.0.0.1:") for line in rig.output)
     assert any("edgellm generate --target" in line for line in rig.output)
     # S2: the phone's token reached the host's config, 0600, where every client looks.
-    token_file = config.token_file
+    token_file = config.token_path()
     assert token_file.read_text().strip() == rig.daemon.running.token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert_only_real_commands(rig)

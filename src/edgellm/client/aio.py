@@ -41,7 +41,7 @@ def connect(target: str | None = None, security: ChannelSecurity | str | None = 
     blocking client finds them). The channel connects lazily: the first RPC waits for it.
     """
     address = resolve_target(target)
-    security = _security(security)
+    security = _security(security, address)
     channel = open_aio_channel(address, security)
     stub: device_pb2_grpc.DeviceDaemonAsyncStub = device_pb2_grpc.DeviceDaemonStub(channel)
     trust = trusted_tls(security) if security.token is not None or security.tls is not None else None

@@ -49,9 +49,10 @@ class ChannelSecurity:
         token_file: Path | None = None,
         tls_ca: Path | None = None,
         tls_pin: str | None = None,
+        target: str | None = None,
     ) -> ChannelSecurity:
         """Explicit values, else $EDGELLM_TOKEN / the config file / the local daemon's token, and TLS env."""
-        found = find_client_token(token, token_file)
+        found = find_client_token(token, token_file, target)
         tls_ca = tls_ca or _env_path("EDGELLM_TLS_CA")
         explicit_pin = bool(tls_pin)
         tls_pin = tls_pin or os.environ.get("EDGELLM_TLS_PIN") or None
@@ -105,18 +106,18 @@ def handshake_failed(details: str) -> bool:
     return any(hint in details.lower() for hint in _HANDSHAKE_HINTS)
 
 
-def _security(security: ChannelSecurity | str | None) -> ChannelSecurity:
-    """SECURITY as given; a bare string is a token; None: found without flags (ChannelSecurity.find)."""
+def _security(security: ChannelSecurity | str | None, target: str | None = None) -> ChannelSecurity:
+    """SECURITY as given; a bare string is a token; None: found without flags for TARGET."""
     if isinstance(security, str):
         return ChannelSecurity(security)
-    return security if security is not None else ChannelSecurity.find()
+    return security if security is not None else ChannelSecurity.find(target=target)
 
 
 def open_channel(
     target: str, security: ChannelSecurity | str | None = None, options: Options = DEFAULT_OPTIONS
 ) -> grpc.Channel:
     """A blocking channel to TARGET with the token and TLS found without flags (or SECURITY / a token)."""
-    security = _security(security)
+    security = _security(security, target)
     creds, extra = _credentials(target, security)
     opts = [*options, *extra]
     if creds is None:
@@ -128,7 +129,7 @@ def open_aio_channel(
     target: str, security: ChannelSecurity | str | None = None, options: Options = DEFAULT_OPTIONS
 ) -> grpc.aio.Channel:
     """The asyncio twin of open_channel."""
-    security = _security(security)
+    security = _security(security, target)
     creds, extra = _credentials(target, security)
     opts = [*options, *extra]
     if creds is None:

@@ -52,7 +52,7 @@ class DaemonClient:
         # The token rides on the channel's credentials (edgellm.client.channel); per-call metadata
         # stays empty and is kept for callers that pass it on.
         self.metadata: tuple[tuple[str, str], ...] = ()
-        self.security = security if security is not None else ChannelSecurity.find(token)
+        self.security = security if security is not None else ChannelSecurity.find(token, target=self.target)
         self.channel = open_channel(self.target, self.security)
         self.stub = device_pb2_grpc.DeviceDaemonStub(self.channel)
 

@@ -12,6 +12,7 @@ name (`grpc.ssl_target_name_override`), because the pin, not DNS, is what the cl
 from __future__ import annotations
 
 import hashlib
+import secrets
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,9 @@ class ServerTls:
         for p in (self.cert, self.key):
             if not p.is_file():
                 raise FailedPrecondition(f"TLS file {p} not found")
+        from edgellm.common.tokens import check_secret_file
+
+        check_secret_file(self.key)  # L11: a private key others can read is no secret
         return grpc.ssl_server_credentials([(self.key.read_bytes(), self.cert.read_bytes())])
 
 
@@ -173,7 +177,15 @@ def generate_self_signed(directory: Path, names: tuple[str, ...] = (), days: int
             sans.append(x509.IPAddress(ipaddress.ip_address(name)))
         except ValueError:
             sans.append(x509.DNSName(name))
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SELF_SIGNED_NAME)])
+    # Why a unique subject: a client trusts several of these certificates at once (its own daemon,
+    # a phone, its host service; edgellm.common.pins), and BoringSSL picks a root by subject name:
+    # two roots with one subject made the handshake fail with "self signed certificate".
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, SELF_SIGNED_NAME),
+            x509.NameAttribute(NameOID.SERIAL_NUMBER, secrets.token_hex(8)),
+        ]
+    )
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()

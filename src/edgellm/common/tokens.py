@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 import time
@@ -29,6 +30,7 @@ TOKEN_ENV = "EDGELLM_TOKEN"
 CONFIG_DIR_ENV = "EDGELLM_CONFIG_DIR"  # the host's config dir (tests point it at a temporary one)
 HOME_ENV = "EDGELLM_HOME"  # the daemon's default data dir
 TOKEN_FILE = "token"
+TARGETS_DIR = "tokens"
 GATEWAY_KEY_FILE = "gateway-key"
 TOKEN_BYTES = 32  # 256 bits, as `secrets` recommends for tokens (token_urlsafe -> 43 characters)
 
@@ -51,6 +53,12 @@ def default_data_dir() -> Path:
 def gateway_key_path() -> Path:
     """The gateway's API key file, `<config dir>/gateway-key` (made on its first start)."""
     return config_dir() / GATEWAY_KEY_FILE
+
+
+def target_token_path(target: str) -> Path:
+    """The token for one daemon address, `<config dir>/tokens/<host>_<port>`: a phone's, fetched by
+    `edgellm deploy device` for its forwarded port (L14: the phone's token is not the host's)."""
+    return config_dir() / TARGETS_DIR / re.sub(r"[^A-Za-z0-9.-]+", "_", target.strip()).strip("_")
 
 
 def host_token_path() -> Path:
@@ -80,13 +88,28 @@ def write_secret(path: Path, text: str) -> None:
         raise
 
 
-def read_token_file(path: Path) -> str:
-    """The token in PATH; refuse a file other users can read (like ssh refuses such a key)."""
-    mode = path.stat().st_mode
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+def check_secret_file(path: Path) -> None:
+    """Refuse a secret file other users can read, that another user owns, or whose directory
+    another user can write (they could swap the file): as ssh refuses such a key (L11)."""
+    st = path.stat()
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise FailedPrecondition(
-            f"{path} is readable by other users (mode {stat.S_IMODE(mode):o}); run `chmod 600 {path}`"
+            f"{path} is readable by other users (mode {stat.S_IMODE(st.st_mode):o}); run `chmod 600 {path}`"
         )
+    uid = os.getuid()
+    if st.st_uid != uid:
+        raise FailedPrecondition(f"{path} belongs to another user (uid {st.st_uid}); use a file of your own")
+    parent = path.resolve().parent.stat()
+    if parent.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not parent.st_mode & stat.S_ISVTX:
+        raise FailedPrecondition(
+            f"{path.parent} can be written by other users, who could replace {path.name}; "
+            f"run `chmod go-w {path.parent}` or keep the file elsewhere"
+        )
+
+
+def read_token_file(path: Path) -> str:
+    """The token in PATH; refuse a file others can read or swap (check_secret_file)."""
+    check_secret_file(path)
     token = path.read_text(encoding="utf-8").strip()
     if not token:
         raise FailedPrecondition(f"{path} is empty; delete it and restart to make a new token")
@@ -154,8 +177,11 @@ class FoundToken:
     source: str
 
 
-def find_client_token(explicit: str | None = None, token_file: Path | None = None) -> FoundToken | None:
-    """The token a client sends: explicit, file, $EDGELLM_TOKEN, the host's file, the local daemon's."""
+def find_client_token(
+    explicit: str | None = None, token_file: Path | None = None, target: str | None = None
+) -> FoundToken | None:
+    """The token a client sends: explicit, file, $EDGELLM_TOKEN, TARGET's own file (a deployed
+    phone's), the host's file, the local daemon's."""
     if explicit:
         return FoundToken(explicit, "--token")
     if token_file is not None:
@@ -163,7 +189,8 @@ def find_client_token(explicit: str | None = None, token_file: Path | None = Non
     env = os.environ.get(TOKEN_ENV)
     if env:
         return FoundToken(env, f"${TOKEN_ENV}")
-    for path in (host_token_path(), daemon_token_path()):
+    own = (target_token_path(target),) if target else ()
+    for path in (*own, host_token_path(), daemon_token_path()):
         if path.is_file():
             return FoundToken(read_token_file(path), str(path))
     return None

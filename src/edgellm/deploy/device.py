@@ -13,7 +13,7 @@ from edgellm.client.channel import ChannelSecurity
 from edgellm.common.logs import get_logger
 from edgellm.common.paths import source_root
 from edgellm.common.pins import trust_of, trusted_dir
-from edgellm.common.tokens import host_token_path
+from edgellm.common.tokens import target_token_path
 from edgellm.deploy.adb import AdbServer, DeployError, Phone, connect
 from edgellm.deploy.channel import (
     HOME,
@@ -107,7 +107,13 @@ class DeployConfig:
     ssh_keys: SshKeys = field(
         default_factory=lambda: SshKeys(Path.home() / ".config" / "edgellm" / "ssh" / "id_ed25519")
     )
-    token_file: Path = field(default_factory=host_token_path)  # where the phone's token is kept (0600)
+    # Where the phone's token is kept (0600); None: its own file for the forwarded address, so the
+    # host service and a local daemon never share the phone's token (L14).
+    token_file: Path | None = None
+
+    def token_path(self) -> Path:
+        """The file the phone's token goes to."""
+        return self.token_file or target_token_path(f"127.0.0.1:{self.local_port}")
 
 
 @dataclass
@@ -194,7 +200,7 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
             io.out(f"[-] artifact: would push {config.artifact} with the resumable push and load it")
         io.out(f"[-] certificate: would read {CERT_PATH} from the phone and trust it ({trusted_dir()})")
         io.out(f"[-] health: would wait for {target}")
-        io.out(f"[-] token: would copy {TOKEN_PATH} from the phone to {config.token_file} (0600)")
+        io.out(f"[-] token: would copy {TOKEN_PATH} from the phone to {config.token_path()} (0600)")
         return reports
     cert = fetch_cert(channel, f"phone-{facts.serial}", config.health_timeout_s)
     io.out(f"daemon certificate: {cert.pin} (trusted: {cert.where})")
@@ -202,8 +208,8 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
     tls = trust_of([cert])
     status = wait_health(target, config.health_timeout_s, tls=tls)
     io.out(f"daemon reachable at {target}: {status}")
-    token = fetch_token(channel, config.token_file)
-    io.out(f"daemon token: copied from the phone into {config.token_file} (0600)")
+    token = fetch_token(channel, config.token_path())
+    io.out(f"daemon token: copied from the phone into {config.token_path()} (0600)")
     if config.artifact is not None:
         security = ChannelSecurity(token, "deploy", tls)
         model = io.installer(target, config.artifact, security)
@@ -266,8 +272,8 @@ def deploy_rotate_token(config: DeployConfig, io: DeployIO | None = None) -> Non
     r = channel.run("edgellm token rotate --daemon")
     if not r.ok:
         raise DeployError(f"could not rotate the token on the phone: {r.stdout}{r.stderr}")
-    fetch_token(channel, config.token_file)
-    io.out(f"rotated the phone daemon's token; the new one is in {config.token_file} (0600)")
+    fetch_token(channel, config.token_path())
+    io.out(f"rotated the phone daemon's token; the new one is in {config.token_path()} (0600)")
 
 
 def deploy_stop(config: DeployConfig, io: DeployIO | None = None) -> None:

@@ -121,6 +121,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=60.0,
         help="seconds a push may send nothing before it is stopped and its disk reservation freed",
     )
+    p.add_argument(
+        "--push-min-rate",
+        type=non_negative_int,
+        default=DaemonConfig.push_min_bytes_per_s,
+        metavar="BYTES_PER_S",
+        help="after the grace, a push slower than this on average is stopped and its reservation "
+        "freed, so a drip-fed push cannot hold a slot for ever (0 = off)",
+    )
+    p.add_argument(
+        "--push-rate-grace",
+        type=float,
+        default=DaemonConfig.push_rate_grace_s,
+        metavar="SECONDS",
+        help="seconds of waiting for a pushing client before its rate counts",
+    )
     p.add_argument("--max-telemetry-streams", type=int, default=8, help="concurrent telemetry streams")
     p.add_argument(
         "--virtual-phone",
@@ -191,6 +206,8 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
         warmup_tokens=ns.warmup_tokens,
         max_pushes=ns.max_pushes,
         push_idle_timeout_s=ns.push_idle_timeout,
+        push_min_bytes_per_s=ns.push_min_rate,
+        push_rate_grace_s=ns.push_rate_grace,
         max_telemetry_streams=ns.max_telemetry_streams,
         auth_token=ns.auth_token,
         auth_token_file=ns.auth_token_file,

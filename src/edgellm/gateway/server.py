@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from edgellm.client.aio import AioDaemon
+from edgellm.common.tokens import check_secret_file
 from edgellm.gateway.app import build_app
 from edgellm.gateway.config import GatewayConfig
 
@@ -20,6 +21,8 @@ def uvicorn_config(config: GatewayConfig, daemon: AioDaemon | None = None) -> uv
     """uvicorn settings: h11, asyncio, our structlog (no uvicorn log config), no access log, TLS
     when configured, and connection caps (M4)."""
     tls = config.tls
+    if tls is not None:
+        check_secret_file(tls.key)  # L11: a private key others can read is no secret
     return uvicorn.Config(
         build_app(config, daemon),
         host=config.host,
