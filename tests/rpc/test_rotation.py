@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -43,12 +42,12 @@ from tests.fakes.fake_engine import FakeEngine
 
 
 @pytest.fixture
-def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh user: empty data and config dirs, no $EDGELLM_TOKEN."""
     monkeypatch.setenv(HOME_ENV, str(tmp_path / "home"))
     monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "config"))
     monkeypatch.delenv(TOKEN_ENV, raising=False)
-    yield tmp_path
+    return tmp_path
 
 
 def _status(target: str, token: str | None = None) -> str:
@@ -138,7 +137,9 @@ def test_two_first_starts_agree_on_one_token_without_hard_links(
             assert a.result() == b.result()
 
 
-def test_rotate_says_when_there_is_nothing_to_rotate(machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rotate_says_when_there_is_nothing_to_rotate(
+    machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["token", "rotate"]) != 0
     assert "no token or key file exists" in capsys.readouterr().err
 
