@@ -25,6 +25,7 @@ from edgellm.device.rpc.server import start_server as start_daemon
 from edgellm.host.server import HostConfig, RunningHost
 from edgellm.host.server import start_server as start_host
 from tests.tiny_quant import tiny_artifact, tiny_hf, tiny_model
+from tests.trust import trust_server
 
 __all__ = ["tiny_artifact", "tiny_hf", "tiny_model"]
 
@@ -56,10 +57,9 @@ def model_daemon(
     """A real daemon with the default model loaded."""
     data = tmp_path_factory.mktemp("cli-daemon")
     running: RunningDaemon = loop_thread.run(
-        start_daemon(
-            DaemonConfig(port=0, model=default_artifact, data_dir=data, queue_size=4, insecure_loopback=True)
-        )
+        start_daemon(DaemonConfig(port=0, model=default_artifact, data_dir=data, queue_size=4))
     )
+    trust_server(running.security, running.port, "model-daemon")  # as a deploy makes a phone known
     yield running
     loop_thread.run(running.stop(0))
 
@@ -73,11 +73,11 @@ def bare_daemon_factory(
 
     def make(**options: Any) -> RunningDaemon:
         data = tmp_path_factory.mktemp("bare-daemon")
-        # No token unless a test gives one: these tests are about the CLI, auth has its own.
-        options.setdefault("insecure_loopback", "auth_token" not in options)
+        # A token and TLS as users run it, made known to clients as a deploy makes a phone known.
         running: RunningDaemon = loop_thread.run(
             start_daemon(DaemonConfig(port=0, data_dir=data, warmup=False, **options))
         )
+        trust_server(running.security, running.port, "bare-daemon")
         started.append(running)
         return running
 
@@ -90,6 +90,7 @@ def bare_daemon_factory(
 def host_service(loop_thread: LoopThread) -> Iterator[RunningHost]:
     """A real host service (HostService) on a free port."""
     running: RunningHost = loop_thread.run(start_host(HostConfig(port=0)))
+    trust_server(running.security, running.port, "host-service")
     yield running
     loop_thread.run(running.stop(0))
 

@@ -186,4 +186,8 @@ def test_token_file_tls_pin_and_tls_ca_flags_reach_the_daemon(
         assert edgellm(*verb, *target, "--tls-pin", pin).code == 0, verb
     assert edgellm("status", *target, "--tls-ca", str(cert)).code == 0
     assert edgellm("status", *target, "--tls-pin", "sha256:" + "0" * 64).code != 0
-    assert edgellm("status", *target).code != 0  # plaintext to a TLS daemon
+    assert edgellm("status", *target).code == 0  # no TLS flag: the certificate the client trusts already
+    monkeypatch.setenv("EDGELLM_CONFIG_DIR", str(tmp_path / "empty-config"))  # ... and now none
+    monkeypatch.setenv("EDGELLM_HOME", str(tmp_path / "empty-home"))
+    r = edgellm("status", *target)
+    assert r.code != 0 and "no certificate is known" in r.err  # the token stayed home

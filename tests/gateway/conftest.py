@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from edgellm.client.aio import connect
+from edgellm.client.channel import ChannelSecurity
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.gateway.app import Gateway
 from edgellm.gateway.config import GatewayConfig
@@ -48,7 +49,11 @@ async def start_gw(start_daemon: StartDaemon) -> AsyncIterator[StartGateway]:
         cfg = GatewayConfig(**{**defaults, **config})
         if daemon is not None:
             cfg = replace(cfg, target=f"127.0.0.1:{daemon.port}")
-        running = await start_gateway(cfg, connect(cfg.target, daemon_token))
+        if daemon is None or daemon.security.insecure_loopback:
+            security = ChannelSecurity(daemon_token) if daemon_token else ChannelSecurity.insecure_loopback()
+        else:  # the daemon's token (or a test's wrong one) over TLS to exactly its certificate
+            security = ChannelSecurity(daemon_token, tls=daemon.client_tls())
+        running = await start_gateway(cfg, connect(cfg.target, security))
         started.append(running)
         return running
 

@@ -6,7 +6,8 @@ A token is sent only to a server that proved who it is (H1 of the second securit
 a TLS handshake against a pinned certificate (`--tls-pin`, else every certificate this user's
 own servers use, `edgellm.common.pins`) or a CA bundle (`--tls-ca`). A process squatting on the
 daemon's loopback port holds none of those keys and gets an error, never the token. Only a
-client without a token (a daemon started with `--insecure-loopback`) opens a plaintext channel.
+client without a token, or one told `--insecure-loopback` (for a daemon started that way: tests,
+benchmarks), opens a plaintext channel to a loopback address and sends no token.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from pathlib import Path
 
 import grpc
 
+from edgellm.common.auth import is_loopback, target_host
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.pins import known_certs, trust_of
 from edgellm.common.tls import ClientTls, normalise_pin
 from edgellm.common.tokens import find_client_token
 
 Options = Sequence[tuple[str, str | int]]
+INSECURE_ENV = "EDGELLM_INSECURE_LOOPBACK"  # "1": as --insecure-loopback on every client command
 
 # Generous both ways: a 200 KB prompt or a long chat history is far below this; the daemon
 # enforces its own receive limit (edgellm.device.rpc.server.MAX_MESSAGE_BYTES).
@@ -41,6 +44,12 @@ class ChannelSecurity:
     token: str | None = None
     token_source: str = ""
     tls: ClientTls | None = None
+    plaintext: bool = False  # --insecure-loopback: no token, no TLS, loopback only
+
+    @classmethod
+    def insecure_loopback(cls) -> ChannelSecurity:
+        """For a daemon started with --insecure-loopback: plaintext, no token (loopback only)."""
+        return cls(None, "--insecure-loopback", None, plaintext=True)
 
     @classmethod
     def find(
@@ -50,8 +59,11 @@ class ChannelSecurity:
         tls_ca: Path | None = None,
         tls_pin: str | None = None,
         target: str | None = None,
+        insecure_loopback: bool = False,
     ) -> ChannelSecurity:
         """Explicit values, else $EDGELLM_TOKEN / the config file / the local daemon's token, and TLS env."""
+        if insecure_loopback or os.environ.get(INSECURE_ENV) == "1":
+            return cls.insecure_loopback()
         found = find_client_token(token, token_file, target)
         tls_ca = tls_ca or _env_path("EDGELLM_TLS_CA")
         explicit_pin = bool(tls_pin)
@@ -79,6 +91,10 @@ def _credentials(
     target: str, security: ChannelSecurity
 ) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, str]]]:
     """(channel credentials or None for a plaintext channel without a token, extra options)."""
+    if security.plaintext:
+        if not is_loopback(target_host(target)):
+            raise FailedPrecondition(f"--insecure-loopback is for 127.0.0.1 / ::1 only, not {target}")
+        return None, []
     if security.token is None and security.tls is None:
         return None, []
     tls = trusted_tls(security)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from edgellm.client.channel import ChannelSecurity, handshake_failed, trusted_tls
 from edgellm.common.auth import client_token
 from edgellm.common.errors import EdgeError
 from edgellm.common.targets import DEFAULT_DAEMON_PORT, resolve_host_target, resolve_target
@@ -61,7 +62,9 @@ def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
     details = (err.details() if hasattr(err, "details") else None) or str(err)
     name = code.name if code is not None else "ERROR"
     if code == grpc.StatusCode.UNAVAILABLE:
-        return Failure(_unreachable(peer, details), UNREACHABLE)
+        # A TLS server this client cannot talk to is reachable: it refused us, like a wrong token.
+        reached = handshake_failed(details)
+        return Failure(_unreachable(peer, details), FAILED if reached else UNREACHABLE)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return Failure(f"the {peer.kind} at {peer.target} did not answer in time ({details})", UNREACHABLE)
     if code == grpc.StatusCode.UNAUTHENTICATED:
@@ -70,8 +73,8 @@ def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
 
 
 def _unreachable(peer: Peer, details: str) -> str:
-    from edgellm.client.channel import ChannelSecurity, handshake_failed, trusted_tls
-
+    if handshake_failed(details) and client_token() is None:
+        return _no_token(peer) + " (it serves TLS: this client also trusts no certificate of it)"
     if handshake_failed(details):
         from edgellm.common.pins import diagnose
 
@@ -93,12 +96,16 @@ def _unreachable(peer: Peer, details: str) -> str:
     return "\n".join(lines)
 
 
+def _no_token(peer: Peer) -> str:
+    return (
+        f"the {peer.kind} at {peer.target} requires a token and none was found: set ${TOKEN_ENV}, "
+        "or put it in ~/.config/edgellm/token (0600); `edgellm deploy device` fetches a phone's"
+    )
+
+
 def _unauthenticated(peer: Peer, details: str) -> str:
     if client_token() is None:
-        return (
-            f"the {peer.kind} at {peer.target} requires a token and none was found: set ${TOKEN_ENV}, "
-            "or put it in ~/.config/edgellm/token (0600); `edgellm deploy device` fetches a phone's"
-        )
+        return _no_token(peer)
     return (
         f"the {peer.kind} at {peer.target} refused the token this client sent ({details}): it reads "
         f"${TOKEN_ENV}, then ~/.config/edgellm/token, then ~/.edgellm/token (docs/security.md)"

@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.common.json_depth import too_deep
 from edgellm.common.runtime import Runtime, kv_value_bytes
 from edgellm.common.typed_json import FieldError, read_dataclass
 
@@ -325,6 +326,8 @@ def load_json(text: str | bytes) -> Any:
     Why more than JSONDecodeError: an integer over 4,300 digits raises a plain ValueError (CPython's
     int-to-string limit), and deep nesting raises RecursionError; both became INTERNAL.
     """
+    if too_deep(text, MAX_DEPTH):
+        raise ManifestInvalid(f"the manifest is nested too deeply (at most {MAX_DEPTH} levels)")
     try:
         return json.loads(text)
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError

@@ -110,7 +110,8 @@ def diagnose(target: str, expected: ClientTls | None) -> str:
         return (
             f"the server at {target} does not speak TLS, so it is not the edgellm server this client "
             f"trusts ({wanted}); the token was not sent. Another program may be listening on this "
-            "port (is the daemon running? on a phone: `edgellm deploy status`)"
+            "port (is the daemon running? on a phone: `edgellm deploy status`). A daemon started "
+            "with --insecure-loopback serves plaintext: pass --insecure-loopback to the client too"
         )
     except (OSError, ValueError) as exc:
         return f"could not reach {target}: {exc}"

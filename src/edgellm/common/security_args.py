@@ -55,6 +55,14 @@ def add_client_security(p: argparse.ArgumentParser, nested: bool = False) -> Non
         "then ~/.edgellm/token)",
     )
     p.add_argument(
+        "--insecure-loopback",
+        action="store_true",
+        default=unset if nested else False,
+        help="talk to a daemon started with --insecure-loopback: plaintext, no token, 127.0.0.1 / ::1 "
+        "only (default $EDGELLM_INSECURE_LOOPBACK=1); without it a client sends its token only "
+        "over TLS to a certificate it trusts",
+    )
+    p.add_argument(
         "--tls-ca",
         type=Path,
         default=unset,

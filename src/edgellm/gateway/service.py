@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from edgellm.client.aio import AioDaemon
+from edgellm.common.json_depth import too_deep
 from edgellm.common.logs import get_logger
 from edgellm.gateway import upstream
 from edgellm.gateway.config import Limits
@@ -30,6 +31,9 @@ from edgellm.gateway.upstream import Stream
 from edgellm.v1 import device_pb2
 
 log = get_logger(__name__)
+# Deeper request bodies are refused before parsing (L2); OpenAI requests nest under 10 levels, and a
+# response_format schema is checked against its own limit on the device.
+MAX_BODY_DEPTH = 128
 SESSION_HEADER = "x-session-id"
 FALLBACK_MAX_TOKENS = 256  # until the first GetStatus tells the daemon's cap
 
@@ -77,7 +81,9 @@ class Completions:
         self, kind: Kind, request: Request, endpoint: str, started: float, request_id: str
     ) -> Response:
         raw = await read_body(request, self.limits.max_body_bytes)
-        nested = invalid("the request body is nested too deeply")
+        nested = invalid(f"the request body is nested too deeply (at most {MAX_BODY_DEPTH} levels)")
+        if too_deep(raw, MAX_BODY_DEPTH):
+            raise nested
         try:
             body = json.loads(raw)
         except RecursionError:  # L2: json.loads recurses once per nesting level

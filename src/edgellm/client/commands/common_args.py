@@ -40,6 +40,7 @@ def security_from(ns: argparse.Namespace) -> ChannelSecurity:
         token_file=getattr(ns, "token_file", None),
         tls_ca=getattr(ns, "tls_ca", None),
         tls_pin=getattr(ns, "tls_pin", None),
+        insecure_loopback=getattr(ns, "insecure_loopback", False),
         target=peer_of(ns).target,  # a deployed phone's own token is kept per address (L14)
     )
 

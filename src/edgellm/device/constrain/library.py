@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
+from edgellm.common.json_depth import too_deep
 from edgellm.common.logs import get_logger
 from edgellm.common.manifest import check_depth
 from edgellm.common.token_table import TokenTable
@@ -83,6 +84,8 @@ def compile_grammar(
     if not constraint.text.strip():
         raise InvalidArgument(f"{field} is empty")
     if constraint.kind == ConstraintKind.JSON_SCHEMA:
+        if too_deep(constraint.text, MAX_SCHEMA_DEPTH):
+            raise InvalidArgument(f"{field} is nested over {MAX_SCHEMA_DEPTH} levels")
         try:
             schema = json.loads(constraint.text)
         except json.JSONDecodeError as err:
