@@ -19,6 +19,7 @@ import pytest
 
 from edgellm.cli import main
 from edgellm.client.aio import connect
+from edgellm.client.channel import ChannelSecurity
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.server import start_gateway
@@ -92,7 +93,8 @@ async def test_the_gateway_passes_speculation_fast_from_the_openai_sdks_extra_bo
     daemon: RunningDaemon, daemon_stub: Stub
 ) -> None:
     target = f"127.0.0.1:{daemon.port}"
-    gw = await start_gateway(GatewayConfig(port=0, target=target), connect(target, daemon.token))
+    config = GatewayConfig(port=0, target=target, no_api_key=True)  # the loopback opt-out: no key here
+    gw = await start_gateway(config, connect(target, ChannelSecurity(daemon.token, tls=daemon.client_tls())))
     try:
         async with openai.AsyncOpenAI(base_url=gw.url, api_key="none", max_retries=0, timeout=120) as sdk:
             model = (await sdk.models.list()).data[0].id  # the loaded model's name

@@ -32,6 +32,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from openai import OpenAI
 
 from edgellm.cli import build_parser
+from edgellm.client.channel import ChannelSecurity, open_channel
+from edgellm.common.tls import ClientTls
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -172,17 +174,25 @@ def walk(tmp_path: Path, default_artifact: Path) -> Walk:
     return Walk(tmp_path / "work", env, daemon_port, host_port)
 
 
-def wait_serving(port: int, proc: subprocess.Popen[str], timeout: float = 180) -> None:
+def wait_serving(port: int, proc: subprocess.Popen[str], cert: Path, timeout: float = 180) -> None:
+    """Poll health over TLS, trusting CERT (the server makes it on its first start), no token."""
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-        stub = health_pb2_grpc.HealthStub(ch)
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, f"server exited: {proc.communicate()[1][-2000:]}"
-            try:
-                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == 1:
-                    return
-            except grpc.RpcError:
-                time.sleep(0.2)
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"server exited: {proc.communicate()[1][-2000:]}"
+        if cert.is_file():
+            trust = ChannelSecurity(None, tls=ClientTls(roots=cert.read_bytes()))
+            with open_channel(f"127.0.0.1:{port}", trust) as ch:
+                try:
+                    if (
+                        health_pb2_grpc.HealthStub(ch)
+                        .Check(health_pb2.HealthCheckRequest(), timeout=1)
+                        .status
+                        == 1
+                    ):
+                        return
+                except grpc.RpcError:
+                    pass
+        time.sleep(0.2)  # polling health, not a synchronisation sleep
     pytest.fail(f"nothing SERVING on port {port} after {timeout} s")
 
 
@@ -195,8 +205,9 @@ def servers(walk: Walk) -> Iterator[Walk]:
     daemon = walk.start(daemon_cmd, walk.daemon_port)
     host = walk.start(host_cmd, walk.host_port)
     try:
-        wait_serving(walk.daemon_port, daemon)
-        wait_serving(walk.host_port, host)
+        home = Path(walk.env["HOME"])
+        wait_serving(walk.daemon_port, daemon, home / ".edgellm" / "tls" / "cert.pem")
+        wait_serving(walk.host_port, host, home / ".config" / "edgellm" / "host-tls" / "cert.pem")
         yield walk
     finally:
         for name, proc in (("daemon", daemon), ("host", host)):

@@ -35,12 +35,12 @@ def test_status_shows_the_cached_choice_and_its_age(
     running: RunningDaemon = loop_thread.run(start_daemon(config, FakeEngine.factory()))
     try:
         target = f"127.0.0.1:{running.port}"
-        text = edgellm("status", "--target", target)
+        text = edgellm("status", "--target", target, "--insecure-loopback")
         assert text.code == 0, text.err
         line = next(line for line in text.out.splitlines() if line.startswith("threads"))
         assert "autotuned 2 (decode 1: 41.8 tok/s, 2: 68.0 tok/s" in line
         assert f"measured {HOURS} h ago" in line and "re-check" not in line
-        as_json = edgellm("status", "--target", target, "--json")
+        as_json = edgellm("status", "--target", target, "--json", "--insecure-loopback")
         tuning = json.loads(as_json.out)["thread_tuning"]
         assert tuning["cached"] and abs(tuning["measured_unix"] - measured) < 1
     finally:

@@ -47,7 +47,9 @@ async def gateway_process(fake_daemon: RunningDaemon) -> AsyncIterator[int]:
     """`edgellm gateway --target … --port P` with an API key from the environment; yields P."""
     port = _free_port()
     env = {**os.environ, "EDGELLM_GATEWAY_API_KEY": KEY}
+    # --insecure-loopback: the fake daemon serves plaintext without a token (tests/rpc/conftest.py).
     argv = [sys.executable, "-m", "edgellm", "gateway", "--target", f"127.0.0.1:{fake_daemon.port}"]
+    argv.append("--insecure-loopback")
     proc = subprocess.Popen([*argv, "--port", str(port)], env=env)  # noqa: ASYNC220
     try:
         await _wait_healthy(proc, port)
@@ -79,7 +81,9 @@ async def test_default_flags_make_a_key_answer_401_without_it_and_serve_the_sdk_
     env = {k: v for k, v in os.environ.items() if k != "EDGELLM_GATEWAY_API_KEY"}
     env["EDGELLM_CONFIG_DIR"] = str(config)
     port = _free_port()
+    # --insecure-loopback: the fake daemon serves plaintext without a token (tests/rpc/conftest.py).
     argv = [sys.executable, "-m", "edgellm", "gateway", "--target", f"127.0.0.1:{fake_daemon.port}"]
+    argv.append("--insecure-loopback")
     with (tmp_path / "stderr").open("w") as err:
         proc = subprocess.Popen([*argv, "--port", str(port)], env=env, stderr=err)  # noqa: ASYNC220
         try:

@@ -18,6 +18,7 @@ from edgellm.host.deploy_job import deploy
 from edgellm.host.server import HostConfig
 from edgellm.host.server import start_server as start_host
 from edgellm.v1 import host_pb2, host_pb2_grpc
+from tests.trust import trust_server
 
 
 async def test_deploy_reports_device_numbers(
@@ -25,6 +26,7 @@ async def test_deploy_reports_device_numbers(
 ) -> None:
     d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
     monkeypatch.setenv(TOKEN_ENV, d.token or "")  # the deploy finds the daemon's token as a client does
+    trust_server(d.security, d.port, "deploy-target")  # ... and trusts its certificate, as after a deploy
     events: list[tuple[float, str]] = []
     try:
         result = await asyncio.to_thread(
@@ -51,10 +53,13 @@ async def test_deploy_rpc_streams_the_job_and_list_artifacts(
     (root / "broken" / "manifest.json").write_text("{not json")
     d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
     monkeypatch.setenv(TOKEN_ENV, d.token or "")  # what the Deploy job sends to the daemon
+    trust_server(d.security, d.port, "deploy-target")  # to the daemon whose certificate it trusts
     target = f"127.0.0.1:{d.port}"
     host = await start_host(HostConfig(port=0, deploy_targets=(target,), artifacts_root=root))
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{host.port}") as bare:
+        async with open_aio_channel(
+            f"127.0.0.1:{host.port}", ChannelSecurity(None, tls=host.security.client_tls())
+        ) as bare:
             with pytest.raises(grpc.aio.AioRpcError) as err:  # S10: HostService needs its token too
                 await host_pb2_grpc.HostServiceStub(bare).ListArtifacts(host_pb2.ListArtifactsRequest())
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED

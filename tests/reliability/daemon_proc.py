@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.client.channel import ChannelSecurity, open_channel
+from edgellm.common.tls import ClientTls
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
 
 
@@ -75,28 +76,40 @@ class DaemonProcess:
             self.stop()  # never leave a daemon behind when it did not come up
             raise
 
+    @property
+    def tls(self) -> ClientTls | None:
+        """Trust of exactly this daemon's certificate (made on its first start; None before it)."""
+        cert = self.data_dir / "tls" / "cert.pem"
+        return ClientTls(roots=cert.read_bytes()) if cert.is_file() else None
+
+    def _health_channel(self) -> grpc.Channel:
+        """A channel for health: TLS to the daemon's certificate, no token (plaintext before it has one)."""
+        tls = self.tls
+        if tls is None:
+            return grpc.insecure_channel(self.target)
+        return open_channel(self.target, ChannelSecurity(None, tls=tls))
+
     def wait_health(self, want_serving: bool, timeout: float) -> str:
         """Poll grpc.health.v1 until it answers (SERVING if asked); fail early if the process died."""
         deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(self.target) as ch:
-            stub = health_pb2_grpc.HealthStub(ch)
-            while True:
-                if self.proc is not None and self.proc.poll() is not None:
-                    raise RuntimeError(f"daemon exited rc={self.proc.returncode}: {self.log_tail()}")
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited rc={self.proc.returncode}: {self.log_tail()}")
+            with self._health_channel() as ch:  # anew each time: the certificate appears at first start
                 try:
-                    st = stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                    st = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)
                     name = health_pb2.HealthCheckResponse.ServingStatus.Name(st.status)
                     if not want_serving or name == "SERVING":
                         return str(name)
                 except grpc.RpcError:
                     pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"daemon not healthy after {timeout} s: {self.log_tail()}")
-                time.sleep(0.2)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"daemon not healthy after {timeout} s: {self.log_tail()}")
+            time.sleep(0.2)  # polling health, not a synchronisation sleep
 
     def health(self) -> str:
         """SERVING / NOT_SERVING, or the gRPC code name when health does not answer."""
-        with grpc.insecure_channel(self.target) as ch:
+        with self._health_channel() as ch:
             try:
                 st = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
             except grpc.RpcError as err:
@@ -105,7 +118,7 @@ class DaemonProcess:
 
     def channel(self, token: str | None = None) -> grpc.Channel:
         """A channel carrying the daemon's token (or TOKEN)."""
-        return open_channel(self.target, ChannelSecurity(token or self.token, "test"))
+        return open_channel(self.target, ChannelSecurity(token or self.token, "test", self.tls))
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import grpc
-
 from edgellm.client.channel import ChannelSecurity, open_channel
 from edgellm.client.push import Pusher
 from edgellm.v1 import device_pb2, device_pb2_grpc
@@ -27,8 +25,9 @@ def fuzz_target(daemon: DaemonProcess, artifact: Path) -> FuzzTarget:
     artifact_id = Pusher(daemon.channel(), artifact).run().artifact_id
     channels = {
         "token": daemon.channel(),
-        "wrong": open_channel(daemon.target, ChannelSecurity("not-the-token", "test")),
-        "none": grpc.insecure_channel(daemon.target),
+        "wrong": daemon.channel("not-the-token"),
+        # No token, over TLS as any client must (a plaintext channel would not even reach the RPCs).
+        "none": open_channel(daemon.target, ChannelSecurity(None, tls=daemon.tls)),
     }
 
     def restore() -> None:

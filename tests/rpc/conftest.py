@@ -60,5 +60,10 @@ async def fake_stub(start_fake: StartFake) -> AsyncIterator[device_pb2_grpc.Devi
 
 
 def channel_to(running: RunningDaemon) -> grpc.aio.Channel:
-    """An aio channel to a running daemon, with its token when it has one."""
-    return open_aio_channel(f"127.0.0.1:{running.port}", ChannelSecurity(running.token))
+    """An aio channel to a running daemon, with its token and trusting exactly its certificate when it
+    has them (plaintext to an --insecure-loopback one)."""
+    if running.security.insecure_loopback:
+        return open_aio_channel(f"127.0.0.1:{running.port}", ChannelSecurity.insecure_loopback())
+    return open_aio_channel(
+        f"127.0.0.1:{running.port}", ChannelSecurity(running.token, tls=running.client_tls())
+    )

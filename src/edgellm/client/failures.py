@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import errno
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
@@ -44,6 +45,8 @@ class Peer:
 
     kind: str = "daemon"
     target: str = f"127.0.0.1:{DEFAULT_DAEMON_PORT}"
+    tls_ca: Path | None = None  # the trust the command was given, for "which server was expected"
+    tls_pin: str | None = None
 
 
 HOST_SERVICE = "host service"
@@ -53,7 +56,8 @@ def peer_of(ns: argparse.Namespace) -> Peer:
     """The service a parsed command talks to (commands for the host service set peer_kind)."""
     kind = getattr(ns, "peer_kind", "daemon")
     raw = getattr(ns, "target", None)
-    return Peer(kind, resolve_host_target(raw) if kind == HOST_SERVICE else resolve_target(raw))
+    target = resolve_host_target(raw) if kind == HOST_SERVICE else resolve_target(raw)
+    return Peer(kind, target, getattr(ns, "tls_ca", None), getattr(ns, "tls_pin", None))
 
 
 def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
@@ -79,7 +83,7 @@ def _unreachable(peer: Peer, details: str) -> str:
         from edgellm.common.pins import diagnose
 
         try:
-            trust = trusted_tls(ChannelSecurity.find())
+            trust = trusted_tls(ChannelSecurity.find(tls_ca=peer.tls_ca, tls_pin=peer.tls_pin))
         except EdgeError:
             trust = None
         return diagnose(peer.target, trust)

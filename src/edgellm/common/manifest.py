@@ -327,7 +327,7 @@ def load_json(text: str | bytes) -> Any:
     int-to-string limit), and deep nesting raises RecursionError; both became INTERNAL.
     """
     if too_deep(text, MAX_DEPTH):
-        raise ManifestInvalid(f"the manifest is nested too deeply (at most {MAX_DEPTH} levels)")
+        raise ManifestInvalid(f"the manifest is nested more than {MAX_DEPTH} levels deep")
     try:
         return json.loads(text)
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError

@@ -85,7 +85,7 @@ def compile_grammar(
         raise InvalidArgument(f"{field} is empty")
     if constraint.kind == ConstraintKind.JSON_SCHEMA:
         if too_deep(constraint.text, MAX_SCHEMA_DEPTH):
-            raise InvalidArgument(f"{field} is nested over {MAX_SCHEMA_DEPTH} levels")
+            raise InvalidArgument(f"{field} is nested more than {MAX_SCHEMA_DEPTH} levels deep")
         try:
             schema = json.loads(constraint.text)
         except json.JSONDecodeError as err:
