@@ -311,6 +311,13 @@ def main() -> int:
         summary["noauth_daemon_reported_decode_tps"] = round(statistics.median(daemon_side_noauth), 1)
         summary["auth_vs_noauth_decode_ratio"] = round(med("grpc", 1) / med("grpc_noauth", 1), 3)
         summary["auth_vs_noauth_ttft_ms"] = round(med("grpc", 0) - med("grpc_noauth", 0), 1)
+        # What the transport costs on each path, free of the two engines' own speeds: the client's
+        # decode rate over its daemon's engine-side rate (1.0 = the transport costs nothing).
+        tls_transport = med("grpc", 1) / statistics.median(daemon_side)
+        plain_transport = med("grpc_noauth", 1) / statistics.median(daemon_side_noauth)
+        summary["tls_client_vs_own_engine_decode"] = round(tls_transport, 3)
+        summary["plaintext_client_vs_own_engine_decode"] = round(plain_transport, 3)
+        summary["tls_vs_plaintext_transport_ratio"] = round(tls_transport / plain_transport, 3)
     print(json.dumps(summary, indent=2))
     return 0
 

@@ -19,7 +19,12 @@ async def test_push_load_refuse_delete_restart_reload(default_artifact: Path, tm
     d = await start_server(cfg)
     try:
         target = f"127.0.0.1:{d.port}"
-        assert await asyncio.to_thread(main, ["push", str(default_artifact), "--target", target]) == 0
+        assert (
+            await asyncio.to_thread(
+                main, ["push", str(default_artifact), "--target", target, "--insecure-loopback"]
+            )
+            == 0
+        )
         [art] = d.core.store.installed()
         async with grpc.aio.insecure_channel(target) as ch:
             stub = device_pb2_grpc.DeviceDaemonStub(ch)
@@ -77,7 +82,8 @@ async def test_l5_models_never_writes_control_characters_raw_to_the_terminal(
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
-        rc = await asyncio.to_thread(main, ["models", "--target", f"127.0.0.1:{port}"])
+        # A bare plaintext server standing in for a token holder's daemon: the plaintext client flag.
+        rc = await asyncio.to_thread(main, ["models", "--target", f"127.0.0.1:{port}", "--insecure-loopback"])
     finally:
         await server.stop(0)
     out = capsys.readouterr().out

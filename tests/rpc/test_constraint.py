@@ -194,7 +194,8 @@ async def test_edgellm_generate_json_schema_file(
             }
         )
     )
-    argv = ["generate", "--target", f"127.0.0.1:{running.port}", "--json-schema", str(schema), "Where?"]
+    target = ["--target", f"127.0.0.1:{running.port}", "--insecure-loopback"]  # the fake daemon: plaintext
+    argv = ["generate", *target, "--json-schema", str(schema), "Where?"]
     code, out, err = await edgellm(*argv)
     assert code == 0, err
     assert json.loads(out) == {"city": "Paris"}
