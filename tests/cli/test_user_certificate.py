@@ -5,6 +5,7 @@ through --tls-ca. A client trusting another CA gets no answer, and says why.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import os
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -22,7 +24,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from edgellm.client.aio import connect
+from edgellm.client.channel import ChannelSecurity
+from edgellm.common.tls import ClientTls
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
+from edgellm.gateway.config import GatewayConfig
+from edgellm.gateway.server import start_gateway
 from tests.cli.conftest import Result, free_port
 from tests.polling import poll
 
@@ -175,3 +182,25 @@ def test_the_host_service_serves_the_users_certificate_and_jobs_trust_it_through
     refused = edgellm("jobs", "artifacts", *trust, "--tls-ca", str(pki.other_ca))
     assert refused.code != 0 and "Traceback" not in refused.err
     assert f"expected a certificate signed by a CA in {pki.other_ca}" in refused.err, refused.err
+
+
+async def test_the_gateway_reaches_a_daemon_with_the_users_certificate_through_its_ca(
+    pki: Pki, spawn: Callable[..., tuple[str, subprocess.Popen[bytes]]], tmp_path: Path
+) -> None:
+    """The gateway's own connection to the daemon: token over TLS, trusting the user's CA only."""
+    data = tmp_path / "daemon"
+    target, proc = spawn(
+        "daemon", "--data-dir", str(data), "--tls-cert", str(pki.cert), "--tls-key", str(pki.key)
+    )
+    await asyncio.to_thread(poll, serving_over_tls(target, pki.ca, proc), "the daemon serving TLS")
+    token = (data / "token").read_text().strip()
+    for ca, ok in ((pki.ca, True), (pki.other_ca, False)):
+        security = ChannelSecurity(token, tls=ClientTls(ca=ca))
+        gw = await start_gateway(GatewayConfig(port=0, target=target, api_key="k"), connect(target, security))
+        try:
+            async with httpx.AsyncClient(headers={"Authorization": "Bearer k"}, timeout=30) as http:
+                models = await http.get(f"{gw.url}/models")
+        finally:
+            await gw.stop()
+        # The daemon has no model: an empty list when the gateway got through, a 503 when not.
+        assert models.status_code == (200 if ok else 503), models.text
