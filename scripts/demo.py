@@ -12,6 +12,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from edgellm.client.channel import ChannelSecurity, open_channel
+from edgellm.common.pins import known_certs, trust_of
+
 QUESTION = "What is the capital of France?"
 
 
@@ -23,20 +26,27 @@ def free_port() -> int:
 
 
 def wait_serving(target: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Poll the health service until SERVING (the model is loaded and warm)."""
+    """Poll the health service until SERVING (the model is loaded and warm).
+
+    Over TLS to the daemon's own certificate (it makes it on its first start, before it listens),
+    as every client of a daemon that requires a token; health itself needs no token.
+    """
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(target) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"daemon exited early with code {proc.returncode}")
-            try:
-                resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
-                if resp.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.2)
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"daemon exited early with code {proc.returncode}")
+        trust = trust_of(known_certs())
+        if trust is not None:
+            with open_channel(target, ChannelSecurity(None, tls=trust)) as channel:
+                try:
+                    resp = health_pb2_grpc.HealthStub(channel).Check(
+                        health_pb2.HealthCheckRequest(), timeout=1.0
+                    )
+                    if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.RpcError:
+                    pass
+        time.sleep(0.2)  # polling the daemon's health
     raise SystemExit(f"daemon not serving after {timeout:.0f} s")
 
 
