@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient
 from edgellm.common.paths import default_artifact_dir
 
@@ -153,7 +154,10 @@ def start_daemon(artifact: Path) -> tuple[subprocess.Popen[bytes], str]:
     """`edgellm daemon` on a free port, waited for until SERVING."""
     port = free_port()
     cmd = [sys.executable, "-m", "edgellm.cli", "--log-level", "WARNING", "daemon", "--port", str(port)]
-    proc = subprocess.Popen([*cmd, "--model", str(artifact), "--data-dir", f"/tmp/bench-chat-{port}"])
+    # --insecure-loopback: a benchmark of sampling settings, plaintext on loopback.
+    proc = subprocess.Popen(
+        [*cmd, "--model", str(artifact), "--data-dir", f"/tmp/bench-chat-{port}", "--insecure-loopback"]
+    )
     target = f"127.0.0.1:{port}"
     with grpc.insecure_channel(target) as ch:
         stub = health_pb2_grpc.HealthStub(ch)
@@ -187,7 +191,7 @@ def main() -> int:
     chosen = list(sets) if ns.set == "both" else [ns.set]
     results: dict[str, dict[str, Any]] = {}
     try:
-        with DaemonClient(target) as client:
+        with DaemonClient(target, security=ChannelSecurity.insecure_loopback()) as client:
             for set_name in chosen:
                 for name in ns.configs:
                     r = run_config(client, sets[set_name], CONFIGS[name], ns.seeds, ns.tokens)

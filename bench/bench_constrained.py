@@ -71,7 +71,9 @@ async def run(artifact: Path, samples: int) -> dict[str, Any]:
         daemon = await start_server(DaemonConfig(port=0, model=artifact, data_dir=Path(data)))
         try:
             # The daemon requires its token even on loopback (docs/security.md).
-            async with open_aio_channel(f"127.0.0.1:{daemon.port}", ChannelSecurity(daemon.token)) as channel:
+            async with open_aio_channel(
+                f"127.0.0.1:{daemon.port}", ChannelSecurity(daemon.token, tls=daemon.client_tls())
+            ) as channel:
                 stub = device_pb2_grpc.DeviceDaemonStub(channel)
                 report: dict[str, Any] = {"temperature": TEMPERATURE, "samples_per_schema": samples}
                 tokenizers = TokenizerCache()

@@ -29,6 +29,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 
 from bench.servers import free_port, serve
+from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient, build_request
 
 MESSAGES = (
@@ -136,9 +137,11 @@ def main() -> int:
     target = f"127.0.0.1:{dport}"
     edgellm = [sys.executable, "-m", "edgellm"]
     daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
-    daemon_argv += ["--threads", str(ns.threads), "--data-dir", tempfile.mkdtemp()]
+    daemon_argv += ["--threads", str(ns.threads), "--data-dir", tempfile.mkdtemp(), "--insecure-loopback"]
     # --no-api-key: a loopback benchmark of the serving path; the key check is a constant-time compare.
     gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport), "--no-api-key"]
+    # Plaintext on loopback both ways: the serving path, as before TLS (its cost: bench_daemon.py).
+    gateway_argv += ["--insecure-loopback"]
     base = f"http://127.0.0.1:{gport}"
     results: dict[str, list[Run]] = {"grpc": [], "gateway": []}
     with (
@@ -146,7 +149,7 @@ def main() -> int:
         serve(
             "gateway", gateway_argv, f"http://127.0.0.1:{gport}/health", ns.gateway_nice, laptop
         ) as gw_proc,
-        DaemonClient(target) as grpc_client,
+        DaemonClient(target, security=ChannelSecurity.insecure_loopback()) as grpc_client,
         openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0) as sdk,
     ):
         direct(grpc_client, stop_ids, 8)  # warm both paths (connections, first-request costs)

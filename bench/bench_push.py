@@ -41,6 +41,7 @@ from edgellm.client.client import MAX_MESSAGE_BYTES
 from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress, load_local
 from edgellm.common.allocator import tune_for_streaming
 from edgellm.common.paths import default_artifact_dir
+from edgellm.common.tls import ClientTls
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
@@ -110,6 +111,7 @@ class Daemon(NamedTuple):
 
     port: int
     token: str | None
+    cert: bytes | None = None  # its TLS certificate (None: insecure loopback, plaintext)
 
 
 def _daemon(conn: Connection, data_dir: Path, auth: bool) -> None:
@@ -118,7 +120,7 @@ def _daemon(conn: Connection, data_dir: Path, auth: bool) -> None:
     async def serve() -> None:
         cfg = DaemonConfig(port=0, data_dir=data_dir, disk_reserve_bytes=0, insecure_loopback=not auth)
         d = await start_server(cfg)
-        conn.send(Daemon(d.port, d.token))
+        conn.send(Daemon(d.port, d.token, d.security.tls.cert.read_bytes() if d.security.tls else None))
         with contextlib.suppress(EOFError):
             await asyncio.to_thread(conn.recv_bytes)  # EOF when the parent is done
         await d.stop(0)
@@ -142,10 +144,12 @@ def daemon(data_dir: Path, auth: bool = True) -> Iterator[Daemon]:
 
 
 def channel(d: Daemon) -> grpc.Channel:
-    """A client channel like DaemonClient's (the token on local channel credentials)."""
+    """A client channel like DaemonClient's (the token over TLS to exactly its certificate)."""
+    tls = ClientTls(roots=d.cert) if d.cert is not None else None
+    security = ChannelSecurity(d.token, tls=tls) if d.token else ChannelSecurity.insecure_loopback()
     return open_channel(
         f"127.0.0.1:{d.port}",
-        ChannelSecurity(d.token),
+        security,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -128,8 +128,10 @@ def main() -> int:
     target = f"127.0.0.1:{dport}"
     edgellm = [sys.executable, "-m", "edgellm"]
     daemon = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
-    daemon += ["--threads", str(ns.threads), "--data-dir", tempfile.mkdtemp()]
-    gateway = [*edgellm, "gateway", "--target", target, "--port", str(gport), "--no-api-key"]  # loopback
+    daemon += ["--threads", str(ns.threads), "--data-dir", tempfile.mkdtemp(), "--insecure-loopback"]
+    gateway = [*edgellm, "gateway", "--target", target, "--port", str(gport), "--no-api-key"]
+    # Plaintext on loopback both ways: the serving path, as before TLS (its cost: bench_daemon.py).
+    gateway += ["--insecure-loopback"]
     llama = [str(ns.llama_python), "-m", "llama_cpp.server", "--model", str(gguf), "--port", str(lport)]
     llama += ["--n_threads", str(ns.threads), "--n_threads_batch", str(ns.threads), "--n_ctx", "2048"]
     servers = {"edgellm": f"http://127.0.0.1:{gport}", "llama_server": f"http://127.0.0.1:{lport}"}

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 import httpx
 
+from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient
 
 
@@ -26,7 +27,8 @@ def _answers(ready: str) -> bool:
     try:
         if ready.startswith("http"):
             return httpx.get(ready, timeout=2).status_code == 200
-        with DaemonClient(ready) as c:
+        # Benchmark daemons run with --insecure-loopback (the serving path; TLS is measured apart).
+        with DaemonClient(ready, security=ChannelSecurity.insecure_loopback()) as c:
             c.wait_ready(timeout=2)
             return c.status().HasField("model")
     except Exception:  # noqa: BLE001 - anything short of ready means: poll again
