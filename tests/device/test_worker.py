@@ -10,6 +10,7 @@ import structlog
 
 from edgellm.common.errors import ResourceExhausted, Unavailable
 from edgellm.device.worker import EngineWorker, Ticket
+from tests.polling import apoll
 
 
 def ticket(request_id: str, run: object) -> Ticket:
@@ -134,10 +135,9 @@ async def test_on_idle_runs_once_the_queue_drains_not_between_queued_jobs() -> N
         for t in tickets:
             assert [e async for e in t.stream()] == ["done"]
         await asyncio.wrap_future(worker.call(lambda: None))  # a control task ends busy too
-        for _ in range(100):
-            if len(idle) == 2:
-                break
-            await asyncio.sleep(0.01)
+        # Why poll: on_idle runs on the worker thread after the control task's future resolved; a
+        # fixed 1 s window missed it on a loaded 2-core machine.
+        await apoll(lambda: len(idle) >= 2, "on_idle after the control task")
     finally:
         worker.stop()
     assert idle == [3, 3]  # after the three jobs (not between them), and after the control task
