@@ -40,6 +40,7 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(PY) scripts/gen_protos.py --check
 
 test: artifact lint

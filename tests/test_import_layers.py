@@ -1,0 +1,72 @@
+"""The import layers of docs/architecture.md hold, checked by import-linter's contracts.
+
+The contracts live in pyproject.toml ([tool.importlinter]); `make lint` runs the same check. Each
+`ignore_imports` entry there is a known wrong-way edge (issue 27); any new one fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import edgellm
+
+SRC = Path(edgellm.__file__).parent.parent
+CONFIG = Path(__file__).parent.parent / "pyproject.toml"
+
+# import-linter's own entry point, in a fresh interpreter so `edgellm` resolves to the given tree.
+LINT = (
+    "import sys; from importlinter.cli import lint_imports; "
+    "sys.exit(lint_imports(sys.argv[1], no_cache=True, no_logo=True))"
+)
+
+
+def lint_imports(src: Path, config: Path) -> subprocess.CompletedProcess[str]:
+    """Runs the contracts of `config` on the `edgellm` package under `src`."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run(
+        [sys.executable, "-c", LINT, str(config)],
+        cwd=config.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_package_keeps_every_import_contract() -> None:
+    result = lint_imports(SRC, CONFIG)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 kept, 0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "target", "contract"),
+    [
+        ("common/upward.py", "edgellm.device.generation", "Programs"),
+        ("device/engine/upward.py", "edgellm.device.core.daemon", "Inside the daemon"),
+        ("gateway/upward.py", "edgellm.device.artifact", "The gateway reaches the daemon"),
+    ],
+)
+def test_a_new_wrong_way_import_breaks_the_contract_and_is_named(
+    tmp_path: Path, module: str, target: str, contract: str
+) -> None:
+    copy = tmp_path / "src" / "edgellm"
+    shutil.copytree(SRC / "edgellm", copy, ignore=shutil.ignore_patterns("__pycache__", "*.gz"))
+    (copy / module).write_text(f"import {target}\n")
+    shutil.copy(CONFIG, tmp_path / "pyproject.toml")
+
+    result = lint_imports(tmp_path / "src", tmp_path / "pyproject.toml")
+
+    importer = "edgellm." + module.removesuffix(".py").replace("/", ".")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "2 kept, 1 broken" in result.stdout
+    broken = result.stdout.split("Broken contracts", 1)[1]
+    assert broken.lstrip("-\n").startswith(contract)
+    assert f"{importer} -> {target}" in broken
