@@ -202,7 +202,7 @@ class DaemonConfig:
     tls_self_signed: bool = field(default=False, metadata=_SECURITY["tls_self_signed"])
     # Concurrent PushArtifact streams; more answer RESOURCE_EXHAUSTED.
     max_pushes: int = field(
-        default=2, metadata=option("--max-pushes", "concurrent pushes (default 2)", type=int)
+        default=2, metadata=option("--max-pushes", "concurrent pushes (default %(default)s)", type=int)
     )
     # A push silent this long is stopped and its reservation freed.
     push_idle_timeout_s: float = field(
