@@ -3,42 +3,54 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
+from typing import Any
 
+from edgellm.common.cli_options import add_option, option
 from edgellm.common.tokens import TOKEN_ENV
+
+
+def server_security_options(default_file: str) -> dict[str, dict[str, Any]]:
+    """Flag metadata of the server's auth and TLS settings, keyed by DaemonConfig field name.
+
+    default_file: where the token file is when --auth-token-file is not given (shown in the help).
+    """
+    return {
+        "auth_token_file": option(
+            "--auth-token-file",
+            f"file holding the bearer token clients must send (default {default_file}, made 0600 "
+            "with a random token on first start)",
+            type=Path,
+        ),
+        "auth_token": option(
+            "--auth-token",
+            f"the token itself (default ${TOKEN_ENV}); NOTE: a value given here shows in `ps` to "
+            "every user of this machine, prefer --auth-token-file",
+            env=TOKEN_ENV,
+        ),
+        "insecure_loopback": option(
+            "--insecure-loopback",
+            "no token at all, for tests and benchmarks: any local process (any app on a phone) "
+            "gets full control; refused off loopback",
+            store_true=True,
+        ),
+        "tls_cert": option("--tls-cert", "PEM certificate chain: serve TLS", type=Path),
+        "tls_key": option("--tls-key", "PEM private key of --tls-cert", type=Path),
+        "tls_self_signed": option(
+            "--tls-self-signed",
+            "serve TLS with a self-signed certificate made on first start (<data dir>/tls): the "
+            "default whenever a token is required, kept for old scripts; clients on this machine "
+            "trust it without flags, others pin its fingerprint (logged at start as tls=sha256:…)",
+            store_true=True,
+        ),
+    }
 
 
 def add_server_security(p: argparse.ArgumentParser, default_file: str) -> None:
     """--auth-token-file, --auth-token, --insecure-loopback, --tls-cert/--tls-key/--tls-self-signed."""
-    p.add_argument(
-        "--auth-token-file",
-        type=Path,
-        default=None,
-        help=f"file holding the bearer token clients must send (default {default_file}, made 0600 "
-        "with a random token on first start)",
-    )
-    p.add_argument(
-        "--auth-token",
-        default=os.environ.get(TOKEN_ENV) or None,
-        help=f"the token itself (default ${TOKEN_ENV}); NOTE: a value given here shows in `ps` to "
-        "every user of this machine, prefer --auth-token-file",
-    )
-    p.add_argument(
-        "--insecure-loopback",
-        action="store_true",
-        help="no token at all, for tests and benchmarks: any local process (any app on a phone) "
-        "gets full control; refused off loopback",
-    )
-    p.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain: serve TLS")
-    p.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
-    p.add_argument(
-        "--tls-self-signed",
-        action="store_true",
-        help="serve TLS with a self-signed certificate made on first start (<data dir>/tls): the "
-        "default whenever a token is required, kept for old scripts; clients on this machine "
-        "trust it without flags, others pin its fingerprint (logged at start as tls=sha256:…)",
-    )
+    for meta in server_security_options(default_file).values():
+        # Unset: no token, no TLS files (argparse's None), switches off.
+        add_option(p, meta, False if meta.get("action") == "store_true" else None)
 
 
 def add_client_security(p: argparse.ArgumentParser, nested: bool = False) -> None:

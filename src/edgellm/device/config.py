@@ -1,67 +1,285 @@
-"""Daemon configuration: one frozen dataclass, passed in explicitly."""
+"""Daemon configuration: one frozen dataclass, passed in explicitly, that owns the daemon's flags.
+
+A field with `option(...)` metadata is an `edgellm daemon` flag: its help lives here and its default
+is the field's (device/cli.py generates the options in field order, which is the help's order).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgellm.common.argtypes import byte_size, float_in, int_in, non_negative_int, port_number, positive_int
+from edgellm.common.cli_options import option
+from edgellm.common.errors import InvalidArgument
+from edgellm.common.security_args import server_security_options
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
 from edgellm.common.tokens import default_data_dir
 from edgellm.device.engine.config import KvQuant
 from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.kv_window import KvMethod
 
+_SECURITY = server_security_options("<data dir>/token")
+
+
+def parse_kv_tiers(text: str) -> tuple[int, ...]:
+    """--kv-tiers "512,1024" -> (512, 1024); blanks are skipped."""
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise InvalidArgument(
+            f"--kv-tiers takes token counts such as 512 or 512,1024, got {text!r}"
+        ) from None
+
+
+def _join_tiers(tiers: tuple[int, ...]) -> str:
+    return ",".join(str(t) for t in tiers)
+
 
 @dataclass(frozen=True)
 class DaemonConfig:
     """Everything `edgellm daemon` can be told at start."""
 
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_DAEMON_PORT
-    model: Path | None = None  # artifact directory loaded at start
-    data_dir: Path = field(default_factory=default_data_dir)
+    host: str = field(
+        default="127.0.0.1", metadata=option("--host", "bind address (off loopback: token and TLS)")
+    )
+    port: int = field(
+        default=DEFAULT_DAEMON_PORT, metadata=option("--port", "port; 0 = any free port", type=port_number)
+    )
+    # Artifact directory loaded at start; device/cli.py resolves the flag's word (id, name, path).
+    model: Path | None = field(
+        default=None,
+        metadata=option(
+            "--model",
+            "model to load at start: an installed artifact's id, id prefix or name (as LoadModel), "
+            "an artifact directory, or 'default' (the cached default artifact); "
+            "default: the model loaded before the last shutdown, if any",
+        ),
+    )
+    # LoadModel may name a directory outside the store (S6)
+    allow_dir_load: bool = field(
+        default=False,
+        metadata=option(
+            "--allow-dir-load",
+            "let LoadModel load any artifact directory on this machine, not only installed "
+            "(pushed) artifacts; off by default because any client could then load arbitrary files",
+            store_true=True,
+        ),
+    )
+    data_dir: Path = field(
+        default_factory=default_data_dir,
+        metadata=option(
+            "--data-dir",
+            "artifact store, token, daemon state (default ~/.edgellm)",
+            type=Path,
+            unset_keeps_default=True,
+        ),
+    )
     # Artifact store quota; None = half the disk free at start (plus what the store holds); 0 = none.
-    store_quota_bytes: int | None = None
+    store_quota_bytes: int | None = field(
+        default=None,
+        metadata=option(
+            "--store-quota",
+            "most bytes the artifact store may hold, e.g. 8G; 0 = no quota "
+            "(default: what it holds plus half the disk free at start)",
+            type=byte_size,
+        ),
+    )
     # Free disk a push must leave untouched; None = the larger of 1 GiB and 5 % of the filesystem.
-    disk_reserve_bytes: int | None = None
+    disk_reserve_bytes: int | None = field(
+        default=None,
+        metadata=option(
+            "--disk-reserve",
+            "free disk a push must leave to other apps, e.g. 2G (default: 1 GiB or 5 %% of the disk)",
+            type=byte_size,
+        ),
+    )
+    # Pinned inference threads. The flag unset means autotune (device/cli.py), and this count
+    # stays the fallback.
+    threads: int = field(
+        default=2,
+        metadata=option(
+            "--threads",
+            "inference threads; default: autotune at load (each candidate count timed, fastest kept)",
+            type=positive_int,
+            unset_keeps_default=True,
+        ),
+    )
+    autotune: bool = False  # measure thread counts at load and take the fastest (else `threads` is pinned)
+    # Longest speculative draft (0 = no speculative decoding); 1, 2, 4 or 8.
+    draft_max: int = field(
+        default=8,
+        metadata=option(
+            "--draft-max",
+            "longest speculative draft (prompt lookup, verified in one forward); 0 turns it off",
+            type=int,
+            choices=(0, 1, 2, 4, 8),
+        ),
+    )
+    queue_size: int = field(
+        default=8, metadata=option("--queue-size", "requests that may wait", type=positive_int)
+    )
+    max_new_tokens_cap: int = field(
+        default=2048,
+        metadata=option(
+            "--max-new-tokens-cap", "largest max_new_tokens a request may ask", type=positive_int
+        ),
+    )
+    # Sliding KV window in tokens; 0 = no sliding (stop at the context length).
+    kv_window: int = field(
+        default=0,
+        metadata=option(
+            "--kv-window", "sliding KV window in tokens (0 = whole context)", type=non_negative_int
+        ),
+    )
+    # Protected tokens at the window's front; -1 = the system prompt.
+    n_keep: int = field(
+        default=4,
+        metadata=option(
+            "--n-keep", "protected tokens at the window's front (-1 = the system prompt)", type=int_in(-1)
+        ),
+    )
+    kv_chunk: int = field(
+        default=0,
+        metadata=option("--kv-chunk", "tokens evicted at once (0 = a quarter window)", type=non_negative_int),
+    )
+    # erase (keep positions) or reprefill (rebuild the kept tokens)
+    kv_method: KvMethod = field(
+        default=KvMethod.ERASE,
+        metadata=option(
+            "--kv-method",
+            "slide by erasing in place (keeps positions) or by re-prefilling the kept tokens",
+            choices=tuple(m.value for m in KvMethod),
+            parse=KvMethod,
+        ),
+    )
+    # KV cache precision over the artifact's own (its manifest's runtime.attention_mode): None keeps
+    # the artifact's; fp, int8_k, int8_kv (or int8, the same as int8_kv) override it, logged.
+    kv_quant: KvQuant | None = field(
+        default=None,
+        metadata=option(
+            "--kv-quant",
+            "KV cache precision over the artifact's own (default: the artifact's, fp unless it was "
+            "quantized with --kv); int8 = int8_kv",
+            choices=tuple(q.value for q in KvQuant),
+            parse=KvQuant,
+        ),
+    )
+    # KV budgets below the window, e.g. (512,): grow only if memory allows.
+    kv_tiers: tuple[int, ...] = field(
+        default=(),
+        metadata=option(
+            "--kv-tiers",
+            "KV budgets below the window, e.g. 512: a conversation starts there and moves up "
+            "only when MemAvailable allows (otherwise it slides within the tier)",
+            parse=parse_kv_tiers,
+            to_cli=_join_tiers,
+        ),
+    )
+    warmup: bool = field(
+        default=True,
+        metadata=option("--no-warmup", "skip the warm-up inference after load", negate=True),
+    )
+    # Warm-up prefill length (capped by the first KV budget); sizes MNN's buffers.
+    warmup_tokens: int = field(
+        default=256,
+        metadata=option(
+            "--warmup-tokens",
+            "warm-up prefill length (capped by the first KV budget): MNN sizes its buffers to the "
+            "largest shapes it has run, so RSS reaches its plateau at load",
+            type=positive_int,
+        ),
+    )
+    # The bearer token; None: read auth_token_file, else <data_dir>/token.
+    auth_token_file: Path | None = field(default=None, metadata=_SECURITY["auth_token_file"])
+    auth_token: str | None = field(default=None, metadata=_SECURITY["auth_token"])
+    # No token (tests, benchmarks); refused off loopback.
+    insecure_loopback: bool = field(default=False, metadata=_SECURITY["insecure_loopback"])
+    # PEM certificate chain; with tls_key, the server speaks TLS.
+    tls_cert: Path | None = field(default=None, metadata=_SECURITY["tls_cert"])
+    tls_key: Path | None = field(default=None, metadata=_SECURITY["tls_key"])
+    # Kept for old scripts: a token always comes with <data_dir>/tls (self-signed).
+    tls_self_signed: bool = field(default=False, metadata=_SECURITY["tls_self_signed"])
+    # Concurrent PushArtifact streams; more answer RESOURCE_EXHAUSTED.
+    max_pushes: int = field(
+        default=2, metadata=option("--max-pushes", "concurrent pushes (default %(default)s)", type=int)
+    )
+    # A push silent this long is stopped and its reservation freed.
+    push_idle_timeout_s: float = field(
+        default=60.0,
+        metadata=option(
+            "--push-idle-timeout",
+            "seconds a push may send nothing before it is stopped and its disk reservation freed",
+            type=float,
+        ),
+    )
+    # After push_rate_grace_s, a slower push is stopped (L8); 0 = off.
+    push_min_bytes_per_s: int = field(
+        default=64 * 1024,
+        metadata=option(
+            "--push-min-rate",
+            "after the grace, a push slower than this on average is stopped and its reservation "
+            "freed, so a drip-fed push cannot hold a slot for ever (0 = off)",
+            type=non_negative_int,
+            metavar="BYTES_PER_S",
+        ),
+    )
+    # Waiting for the client this long is allowed before the rate counts.
+    push_rate_grace_s: float = field(
+        default=60.0,
+        metadata=option(
+            "--push-rate-grace",
+            "seconds of waiting for a pushing client before its rate counts",
+            type=float,
+            metavar="SECONDS",
+        ),
+    )
+    max_telemetry_streams: int = field(
+        default=8,
+        metadata=option("--max-telemetry-streams", "concurrent telemetry streams", type=int),
+    )
+    # Phone profile: simulate its thermals and firmware in real time.
+    virtual_phone: str | None = field(
+        default=None,
+        metadata=option(
+            "--virtual-phone",
+            "simulate a phone's thermals (profile name or JSON; see `edgellm simulate --list`)",
+            metavar="PROFILE",
+        ),
+    )
+    virtual_phone_time_scale: float = field(
+        default=1.0,
+        metadata=option("--time-scale", "virtual phone: simulated s per real s", type=float_in(1e-3)),
+    )
+    governor_policy: GovernorPolicy = field(
+        default=GovernorPolicy.THERMAL,
+        metadata=option(
+            "--governor",
+            "governor policy",
+            choices=tuple(p.value for p in GovernorPolicy),
+            parse=GovernorPolicy,
+        ),
+    )
+    # None: below the phone's first skin trip point.
+    setpoint_c: float | None = field(
+        default=None,
+        metadata=option("--setpoint", "skin setpoint °C (default: the first skin trip - 2)", type=float),
+    )
+    # Where thermal zones and cpufreq are read (tests: a fixture tree).
+    sysfs_root: Path = field(
+        default=Path("/"),
+        metadata=option(
+            "--sysfs-root",
+            "read thermal zones and cpufreq under this root instead of / (a fixture tree, e.g. "
+            "tests/fixtures/sysfs/sd8gen3, for emulated or test runs)",
+            type=Path,
+        ),
+    )
+    # Settings without a flag.
     memory_margin_bytes: int = 256 << 20  # LoadModel keeps this much MemAvailable spare
     kv_budget_tokens: int = 4096  # KV positions admission budgets for when kv_window is 0
     proc_root: Path = Path("/")  # where /proc/meminfo is read (tests point it at a fake tree)
     keep_alive_s: float = 0.0  # unload after this many idle seconds; 0 = never
-    threads: int = 2
-    autotune: bool = False  # measure thread counts at load and take the fastest (else `threads` is pinned)
-    queue_size: int = 8
-    max_new_tokens_cap: int = 2048
-    kv_window: int = 0  # sliding KV window in tokens; 0 = no sliding (stop at the context length)
-    n_keep: int = 4  # protected tokens at the window's front; -1 = the system prompt
-    kv_chunk: int = 0  # tokens evicted at once; 0 = a quarter of the window
-    kv_method: KvMethod = KvMethod.ERASE  # erase (keep positions) or reprefill (rebuild the kept tokens)
-    kv_tiers: tuple[int, ...] = ()  # KV budgets below the window, e.g. (512,): grow only if memory allows
-    # KV cache precision over the artifact's own (its manifest's runtime.attention_mode): None keeps
-    # the artifact's; fp, int8_k, int8_kv (or int8, the same as int8_kv) override it, logged.
-    kv_quant: KvQuant | None = None
-    warmup: bool = True
-    draft_max: int = 8  # longest speculative draft (0 = no speculative decoding); 1, 2, 4 or 8
-    warmup_tokens: int = 256  # warm-up prefill length (capped by the first KV budget); sizes MNN's buffers
     grace_seconds: float = 2.0
-    sysfs_root: Path = Path("/")  # where thermal zones and cpufreq are read (tests: a fixture tree)
-    virtual_phone: str | None = None  # phone profile: simulate its thermals and firmware in real time
-    virtual_phone_time_scale: float = 1.0  # simulated seconds per real second
-    governor_policy: GovernorPolicy = GovernorPolicy.THERMAL
-    setpoint_c: float | None = None  # None: below the phone's first skin trip point
     governor_period_s: float = 1.0
-    auth_token: str | None = None  # the bearer token; None: read auth_token_file, else <data_dir>/token
-    auth_token_file: Path | None = None
-    insecure_loopback: bool = False  # no token (tests, benchmarks); refused off loopback
-    tls_cert: Path | None = None  # PEM certificate chain; with tls_key, the server speaks TLS
-    tls_key: Path | None = None
-    tls_self_signed: bool = (
-        False  # kept for old scripts: a token always comes with <data_dir>/tls (self-signed)
-    )
-    max_pushes: int = 2  # concurrent PushArtifact streams; more answer RESOURCE_EXHAUSTED
-    push_idle_timeout_s: float = 60.0  # a push silent this long is stopped and its reservation freed
-    push_min_bytes_per_s: int = 64 * 1024  # after push_rate_grace_s, a slower push is stopped (L8); 0 = off
-    push_rate_grace_s: float = 60.0  # waiting for the client this long is allowed before the rate counts
-    max_telemetry_streams: int = 8  # concurrent StreamTelemetry subscribers
     max_health_watchers: int = 16  # concurrent Health/Watch streams (open without a token)
-    allow_dir_load: bool = False  # LoadModel may name a directory outside the store (S6)

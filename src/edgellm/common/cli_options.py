@@ -1,0 +1,110 @@
+"""argparse options generated from dataclass fields: a setting's flag, help and default live once.
+
+As vLLM's `EngineArgs.add_cli_args`: a field's `metadata` (built with `option`) names its flag and
+help; `add_options` adds one argparse option per such field with the field's default, and
+`values_from` reads the parsed namespace back into field values for the dataclass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+# Metadata keys passed to argparse's add_argument unchanged.
+_ARGPARSE_KEYS = ("type", "choices", "metavar", "action")
+
+
+def option(
+    flag: str,
+    help: str,
+    *,
+    type: Callable[[str], Any] | None = None,
+    choices: tuple[Any, ...] | None = None,
+    metavar: str | None = None,
+    store_true: bool = False,
+    negate: bool = False,
+    env: str | None = None,
+    unset_keeps_default: bool = False,
+    parse: Callable[[Any], Any] | None = None,
+    to_cli: Callable[[Any], Any] | None = None,
+) -> dict[str, Any]:
+    """Field metadata for one command-line flag.
+
+    store_true: a switch that sets the field True; negate: a switch (e.g. --no-warmup) that sets it
+    False. env: the default is read from this environment variable when set. unset_keeps_default:
+    the flag defaults to None, which keeps the field's own default (e.g. a default_factory).
+    parse: parsed value -> field value (not called on None); to_cli: field default -> flag default.
+    """
+    meta: dict[str, Any] = {"flag": flag, "help": help}
+    if store_true or negate:
+        meta["action"] = "store_true"
+    extra = {
+        "type": type,
+        "choices": choices,
+        "metavar": metavar,
+        "env": env,
+        "parse": parse,
+        "to_cli": to_cli,
+    }
+    meta.update({k: v for k, v in extra.items() if v is not None})
+    if negate:
+        meta["negate"] = True
+    if unset_keeps_default:
+        meta["unset_keeps_default"] = True
+    return meta
+
+
+def dest(meta: Mapping[str, Any]) -> str:
+    """The namespace attribute argparse gives the flag (--time-scale -> time_scale)."""
+    flag: str = meta["flag"]
+    return flag.lstrip("-").replace("-", "_")
+
+
+def add_option(p: argparse.ArgumentParser, meta: Mapping[str, Any], default: Any = None) -> None:
+    """Add the flag `meta` describes; default: the value the flag has when not given."""
+    kwargs = {k: meta[k] for k in _ARGPARSE_KEYS if k in meta}
+    if "env" in meta:
+        default = os.environ.get(meta["env"]) or default
+    p.add_argument(meta["flag"], default=default, help=meta["help"], **kwargs)
+
+
+def _fields_with_flags(cls: type[Any]) -> Iterator[dataclasses.Field[Any]]:
+    return (f for f in dataclasses.fields(cls) if "flag" in f.metadata)
+
+
+def _cli_default(f: dataclasses.Field[Any]) -> Any:
+    meta = f.metadata
+    if meta.get("unset_keeps_default") or f.default is dataclasses.MISSING:
+        return None
+    if meta.get("negate"):
+        return not f.default
+    if "to_cli" in meta:
+        return meta["to_cli"](f.default)
+    return f.default.value if isinstance(f.default, enum.Enum) else f.default
+
+
+def add_options(p: argparse.ArgumentParser, cls: type[Any]) -> None:
+    """One option per field of `cls` that has flag metadata, in field order, defaulting to the field's."""
+    for f in _fields_with_flags(cls):
+        add_option(p, f.metadata, _cli_default(f))
+
+
+def values_from(cls: type[Any], ns: argparse.Namespace) -> dict[str, Any]:
+    """Field values of `cls` from a namespace parsed with `add_options` (an unset flag is left out)."""
+    values: dict[str, Any] = {}
+    for f in _fields_with_flags(cls):
+        meta = f.metadata
+        value = getattr(ns, dest(meta))
+        if meta.get("negate"):
+            value = not value
+        elif value is None:
+            if meta.get("unset_keeps_default"):
+                continue
+        elif "parse" in meta:
+            value = meta["parse"](value)
+        values[f.name] = value
+    return values
