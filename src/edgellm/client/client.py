@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 
 import grpc
 
 from edgellm.client.channel import MAX_MESSAGE_BYTES, ChannelSecurity, open_channel
+from edgellm.client.params import SPECULATION, Constraint, GenerateParams, SpeculationName
 from edgellm.common.targets import resolve_target
-from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
+from edgellm.v1 import device_pb2, device_pb2_grpc
 
-__all__ = ["MAX_MESSAGE_BYTES", "Completion", "DaemonClient", "build_request", "finish_reason_name"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "SPECULATION",
+    "Completion",
+    "DaemonClient",
+    "build_request",
+    "finish_reason_name",
+    "params_from",
+]
 
 
 @dataclass
@@ -89,19 +98,24 @@ class DaemonClient:
         seed: int | None = None,
         stop: Sequence[str] = (),
         session_id: str = "",
-        speculation: str = "auto",
+        speculation: SpeculationName = "auto",
         *,
         constraint: device_pb2.OutputConstraint | None = None,
         **sampling: float,
     ) -> Completion:
         """Run a whole generation and collect it (within `constraint` when given)."""
-        request = build_request(
+        params = params_from(
             prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation, **sampling
         )
-        request = constrained(request, constraint)
+        if constraint is not None:
+            params = replace(params, constraint=Constraint.from_proto(constraint))
+        return self.complete(params)
+
+    def complete(self, params: GenerateParams) -> Completion:
+        """Run a whole generation of `params` and collect it."""
         out = Completion()
         start = time.perf_counter()
-        for response in self.stream(request):
+        for response in self.stream(params.to_proto()):
             if response.token_ids and not out.token_ids:
                 out.client_ttft_ms = (time.perf_counter() - start) * 1000
             out.text += response.text
@@ -117,11 +131,29 @@ class DaemonClient:
         return self.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0)
 
 
-SPECULATION = {
-    "auto": device_pb2.SPECULATION_AUTO,
-    "off": device_pb2.SPECULATION_OFF,
-    "fast": device_pb2.SPECULATION_FAST,
-}
+def params_from(
+    prompt: str | None = None,
+    messages: Sequence[tuple[str, str]] | None = None,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    stop: Sequence[str] = (),
+    session_id: str = "",
+    speculation: SpeculationName = "auto",
+    **sampling: float,
+) -> GenerateParams:
+    """GenerateParams from plain Python values (`sampling`: top_k, top_p, min_p and the penalties)."""
+    return GenerateParams(
+        prompt=prompt or "",
+        messages=tuple((r, c) for r, c in (messages or ())),
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        stop=tuple(stop),
+        session_id=session_id,
+        speculation=speculation,
+        **sampling,  # type: ignore[arg-type]
+    )
 
 
 def build_request(
@@ -132,22 +164,13 @@ def build_request(
     seed: int | None = None,
     stop: Sequence[str] = (),
     session_id: str = "",
-    speculation: str = "auto",
+    speculation: SpeculationName = "auto",
     **sampling: float,
 ) -> device_pb2.GenerateRequest:
     """Build a GenerateRequest from plain Python values (`speculation`: auto, off or fast)."""
-    params = device_pb2.SamplingParams(temperature=temperature, **sampling)  # type: ignore[arg-type]
-    if seed is not None:
-        params.seed = seed
-    return device_pb2.GenerateRequest(
-        prompt=prompt or "",
-        messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in (messages or [])],
-        max_new_tokens=max_new_tokens,
-        sampling=params,
-        stop=list(stop),
-        session_id=session_id,
-        speculation=SPECULATION[speculation],
-    )
+    return params_from(
+        prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation, **sampling
+    ).to_proto()
 
 
 def constrained(

@@ -1,17 +1,17 @@
-"""OpenAI request bodies → GenerateRequest, checked; any field we do not implement is a 400 naming it."""
+"""OpenAI request bodies → GenerateParams, checked; any field we do not implement is a 400 naming it."""
 
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from edgellm.client.client import SPECULATION
+from edgellm.client.params import SPECULATION, Constraint, GenerateParams, SpeculationName
 from edgellm.client.sampling import RECOMMENDED
 from edgellm.gateway.config import Limits
 from edgellm.gateway.errors import ApiError, invalid, unsupported
-from edgellm.v1 import common_pb2, device_pb2
+from edgellm.v1 import device_pb2
 
 Kind = Literal["chat", "completion"]
 
@@ -51,19 +51,24 @@ UINT32 = 2**32  # the wire's top_k, token ids and max_new_tokens are uint32
 
 @dataclass(frozen=True)
 class Parsed:
-    """A checked OpenAI request: the daemon request (no session yet) and what shapes the answer."""
+    """A checked OpenAI request: the daemon request's parameters (no session yet) and the answer's shape."""
 
     kind: Kind
-    request: device_pb2.GenerateRequest
+    params: GenerateParams
     model: str
     stream: bool = False
     include_usage: bool = False
     user: str = ""
     messages: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
+    @property
+    def request(self) -> device_pb2.GenerateRequest:
+        """The GenerateRequest to send (a new message on each read)."""
+        return self.params.to_proto()
+
 
 def parse(kind: Kind, body: Any, max_tokens_cap: int, limits: Limits | None = None) -> Parsed:
-    """Check an OpenAI body and build the GenerateRequest; raise ApiError (400) naming the field.
+    """Check an OpenAI body and build its GenerateParams; raise ApiError (400) naming the field.
 
     MAX_TOKENS_CAP is the daemon's cap (the chat default); LIMITS are the gateway's own caps.
     """
@@ -72,21 +77,31 @@ def parse(kind: Kind, body: Any, max_tokens_cap: int, limits: Limits | None = No
         raise invalid("the request body must be a JSON object")
     _refuse_unknown(body, _CHAT if kind == "chat" else _COMPLETION)
     model = _opt(body, "model", str) or ""
-    request = device_pb2.GenerateRequest(model=model, sampling=_sampling(body, lim.max_logit_bias))
+    # Checked in this order so that a body with several faults gets the same 400 as before.
+    sampling = _sampling(body, lim.max_logit_bias)
     cap = min(max_tokens_cap, lim.max_tokens)
     default_max = cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, cap)
-    request.max_new_tokens = _max_tokens(body, default_max, lim.max_tokens)
-    request.stop.extend(_stop(body))
-    request.speculation = _speculation(body)
+    max_new_tokens = _max_tokens(body, default_max, lim.max_tokens)
+    stop = tuple(_stop(body))
+    speculation = _speculation(body)
     messages: tuple[tuple[str, str], ...] = ()
+    constraint = None
+    prompt = ""
     if kind == "chat":
         messages = _messages(body, lim.max_message_chars)
-        request.messages.extend(common_pb2.ChatMessage(role=r, content=c) for r, c in messages)
         constraint = _response_format(body)
-        if constraint is not None:
-            request.constraint.CopyFrom(constraint)
     else:
-        request.prompt = _prompt(body, lim.max_message_chars)
+        prompt = _prompt(body, lim.max_message_chars)
+    params = GenerateParams(
+        prompt=prompt,
+        messages=messages,
+        max_new_tokens=max_new_tokens,
+        stop=stop,
+        model=model,
+        constraint=constraint,
+        speculation=speculation,
+        **sampling,
+    )
     stream = bool(_opt(body, "stream", bool))
     options = _opt(body, "stream_options", dict) or {}
     if options and not stream:
@@ -96,7 +111,7 @@ def parse(kind: Kind, body: Any, max_tokens_cap: int, limits: Limits | None = No
             raise unsupported(f"stream_options.{key}")
     return Parsed(
         kind=kind,
-        request=request,
+        params=params,
         model=model,
         stream=stream,
         include_usage=bool(options.get("include_usage")),
@@ -142,37 +157,39 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def _sampling(body: dict[str, Any], max_logit_bias: int) -> device_pb2.SamplingParams:
+def _sampling(body: dict[str, Any], max_logit_bias: int) -> dict[str, Any]:
+    """The sampling fields of GenerateParams, as keyword arguments."""
     # Why not OpenAI's defaults (temperature 1, top_p 1, no penalty): the bundled small model
     # answers nonsense at temperature 1 ("capital of France" -> French word salad). An omitted
     # field takes the client's measured defaults instead, as Ollama takes the model's own.
     d = RECOMMENDED
-    p = device_pb2.SamplingParams(temperature=_or(_number(body, "temperature", 0.0, 2.0), d.temperature))
-    p.top_p = _or(_number(body, "top_p", 0.0, 1.0), d.top_p) or 1.0
-    p.presence_penalty = _or(_number(body, "presence_penalty", -2.0, 2.0), d.presence_penalty)
-    p.frequency_penalty = _or(_number(body, "frequency_penalty", -2.0, 2.0), d.frequency_penalty)
-    p.min_p = _number(body, "min_p", 0.0, 1.0) or 0.0
-    p.repetition_penalty = _number(body, "repetition_penalty", 0.0, 10.0) or 1.0
+    out: dict[str, Any] = {
+        "temperature": _or(_number(body, "temperature", 0.0, 2.0), d.temperature),
+        "top_p": _or(_number(body, "top_p", 0.0, 1.0), d.top_p) or 1.0,
+        "presence_penalty": _or(_number(body, "presence_penalty", -2.0, 2.0), d.presence_penalty),
+        "frequency_penalty": _or(_number(body, "frequency_penalty", -2.0, 2.0), d.frequency_penalty),
+        "min_p": _number(body, "min_p", 0.0, 1.0) or 0.0,
+        "repetition_penalty": _number(body, "repetition_penalty", 0.0, 10.0) or 1.0,
+    }
     top_k = _opt(body, "top_k", int)
     if top_k is not None:
         if not 0 <= top_k < UINT32:
             raise invalid(f"'top_k' must be within 0..{UINT32 - 1} (0 = off), got {top_k}", "top_k")
-        p.top_k = top_k
+        out["top_k"] = top_k
     seed = _opt(body, "seed", int)
     if seed is not None:
         if not 0 <= seed < 2**64:
             raise invalid(f"'seed' must be a non-negative 64-bit integer, got {seed}", "seed")
-        p.seed = seed
-    for token, bias in _logit_bias(body, max_logit_bias).items():
-        p.logit_bias[token] = bias
-    return p
+        out["seed"] = seed
+    out["logit_bias"] = tuple(_logit_bias(body, max_logit_bias).items())
+    return out
 
 
-def _speculation(body: dict[str, Any]) -> device_pb2.Speculation.ValueType:
+def _speculation(body: dict[str, Any]) -> SpeculationName:
     value = _opt(body, "speculation", str) or "auto"
     if value not in SPECULATION:
         raise invalid(f"'speculation' must be one of {', '.join(SPECULATION)}, got {value!r}", "speculation")
-    return SPECULATION[value]
+    return cast(SpeculationName, value)
 
 
 def _logit_bias(body: dict[str, Any], max_entries: int) -> dict[int, float]:
@@ -279,14 +296,14 @@ def _prompt(body: dict[str, Any], max_chars: int) -> str:
     return prompt
 
 
-def _response_format(body: dict[str, Any]) -> device_pb2.OutputConstraint | None:
-    """response_format → the device's OutputConstraint (text: none; json_object; json_schema)."""
+def _response_format(body: dict[str, Any]) -> Constraint | None:
+    """response_format → the device's output constraint (text: none; json_object; json_schema)."""
     fmt = _opt(body, "response_format", dict)
     if fmt is None or fmt.get("type") == "text":
         return None
     kind = fmt.get("type")
     if kind == "json_object":
-        return device_pb2.OutputConstraint(json_object=True)
+        return Constraint("json_object")
     if kind == "json_schema":
         spec = fmt.get("json_schema")
         schema = spec.get("schema") if isinstance(spec, dict) else None
@@ -294,11 +311,11 @@ def _response_format(body: dict[str, Any]) -> device_pb2.OutputConstraint | None
             raise invalid(
                 "response_format.json_schema.schema must be a JSON Schema object", "response_format"
             )
-        return device_pb2.OutputConstraint(json_schema=json.dumps(schema))
+        return Constraint("json_schema", json.dumps(schema))
     raise invalid(
         f"response_format.type must be 'text', 'json_object' or 'json_schema', got {kind!r}",
         "response_format",
     )
 
 
-__all__ = ["ApiError", "Parsed", "parse"]
+__all__ = ["ApiError", "GenerateParams", "Parsed", "parse"]

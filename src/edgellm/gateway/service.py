@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncGenerator
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -94,14 +95,15 @@ class Completions:
             parsed = parse(kind, body, self._max_tokens_cap(), self.limits)
         except RecursionError:  # comparing or re-encoding a body parsed just under the limit
             raise nested from None
-        req = parsed.request
-        req.request_id = request_id
         # The caller's key as sent (the guard already checked it): sessions are scoped to it.
         scope = self.sessions.scope(request.headers.get("authorization", ""), parsed.user)
         explicit = request.headers.get(SESSION_HEADER, "")
+        session_id = parsed.params.session_id
         if kind == "chat" or explicit:
             messages = parsed.messages if kind == "chat" else ()
-            req.session_id = self.sessions.session_for(messages, scope, explicit)
+            session_id = self.sessions.session_for(messages, scope, explicit)
+        parsed = replace(parsed, params=replace(parsed.params, request_id=request_id, session_id=session_id))
+        req = parsed.request
         shaper = Shaper(
             kind,
             req.request_id,
@@ -151,7 +153,7 @@ class Completions:
         try:
             text, last = collect.result()
         except grpc.aio.AioRpcError as err:
-            raise await self._api_error(err, parsed.request.request_id) from None
+            raise await self._api_error(err, parsed.params.request_id) from None
         self._finished(parsed, text, last, scope)
         return JSONResponse(shaper.whole(text, FINISH.get(last.finish_reason, "stop"), last.stats))
 
@@ -189,7 +191,7 @@ class Completions:
                     self._finished(parsed, "".join(parts), msg, scope)
             yield DONE
         except grpc.aio.AioRpcError as err:  # after the first token: the status line is sent already
-            api = await self._api_error(err, parsed.request.request_id)
+            api = await self._api_error(err, parsed.params.request_id)
             status = api.status
             yield event(api.body())
             yield DONE
@@ -209,7 +211,7 @@ class Completions:
     def _finished(self, parsed: Parsed, text: str, last: device_pb2.GenerateResponse, scope: str) -> None:
         self.metrics.finished(last.stats)
         if parsed.kind == "chat" and last.finish_reason != device_pb2.FINISH_REASON_CANCELLED:
-            self.sessions.remember(parsed.request.session_id, parsed.messages, text, scope)
+            self.sessions.remember(parsed.params.session_id, parsed.messages, text, scope)
 
     async def _api_error(
         self, err: grpc.aio.AioRpcError, request_id: str, parsed: Parsed | None = None
@@ -218,7 +220,7 @@ class Completions:
         if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
             loaded = await upstream.model_loaded(self.daemon)
         api = from_rpc_error(err, loaded, request_id)
-        if api.status == 400 and parsed is not None and parsed.request.HasField("constraint"):
+        if api.status == 400 and parsed is not None and parsed.params.constraint is not None:
             # The device refuses what it cannot enforce; name the field that asked for it.
             api.param = "response_format"
         log.info(

@@ -15,14 +15,13 @@ from typing import TextIO
 
 import grpc
 
-from edgellm.client.client import build_request
 from edgellm.client.commands.common_args import (
     add_sampling,
     add_target,
     add_window,
     client_from,
+    params_from_args,
     report_rpc_error,
-    sampling_kwargs,
 )
 from edgellm.client.failures import FAILED, OK
 
@@ -93,18 +92,7 @@ def run(ns: argparse.Namespace) -> int:
                 history, session = list(system), uuid.uuid4().hex
                 continue
             history.append(("user", text))
-            request = build_request(
-                None,
-                history,
-                ns.max_new_tokens,
-                ns.temperature,
-                ns.seed,
-                ns.stop,
-                session,
-                ns.speculation,
-                **sampling_kwargs(ns),
-            )
-            request.kv_window = ns.kv_window
+            request = params_from_args(ns, messages=tuple(history), session_id=session).to_proto()
             reply = ""
             try:
                 for response in client.stream(request):

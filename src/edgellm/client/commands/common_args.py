@@ -9,8 +9,9 @@ from pathlib import Path
 import grpc
 
 from edgellm.client.channel import ChannelSecurity
-from edgellm.client.client import SPECULATION, DaemonClient
+from edgellm.client.client import DaemonClient
 from edgellm.client.failures import Peer, peer_of, rpc_failure
+from edgellm.client.params import SPECULATION, Constraint, GenerateParams
 from edgellm.client.sampling import RECOMMENDED, SamplingDefaults
 from edgellm.common.argtypes import float_in, non_negative_int, positive_int
 from edgellm.common.errors import InvalidArgument
@@ -113,6 +114,34 @@ def add_window(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def params_from_args(
+    ns: argparse.Namespace,
+    prompt: str = "",
+    messages: tuple[tuple[str, str], ...] = (),
+    session_id: str = "",
+    constraint: Constraint | None = None,
+) -> GenerateParams:
+    """The GenerateParams that add_sampling's and add_window's options ask for, around this input."""
+    return GenerateParams(
+        prompt=prompt,
+        messages=messages,
+        max_new_tokens=ns.max_new_tokens,
+        temperature=ns.temperature,
+        seed=ns.seed,
+        stop=tuple(ns.stop),
+        session_id=session_id,
+        kv_window=ns.kv_window,
+        constraint=constraint,
+        speculation=ns.speculation,
+        top_k=ns.top_k,
+        top_p=ns.top_p,
+        min_p=ns.min_p,
+        repetition_penalty=ns.repetition_penalty,
+        frequency_penalty=frequency_penalty(ns, constrained=constraint is not None),
+        presence_penalty=ns.presence_penalty,
+    )
+
+
 def sampling_kwargs(ns: argparse.Namespace, constrained: bool = False) -> dict[str, float]:
     """The SamplingParams fields from parsed arguments (CONSTRAINED: the request has an output constraint)."""
     return {
@@ -120,15 +149,7 @@ def sampling_kwargs(ns: argparse.Namespace, constrained: bool = False) -> dict[s
         "top_p": ns.top_p,
         "min_p": ns.min_p,
         "repetition_penalty": ns.repetition_penalty,
-        # Why 0 under a constraint: JSON repeats its quotes and commas by design, and penalising
-        # them pushed the model into whitespace until max_new_tokens cut the JSON off.
-        "frequency_penalty": (
-            ns.frequency_penalty
-            if ns.frequency_penalty is not None
-            else 0.0
-            if constrained
-            else RECOMMENDED.frequency_penalty
-        ),
+        "frequency_penalty": frequency_penalty(ns, constrained),
         "presence_penalty": ns.presence_penalty,
     }
 
@@ -159,3 +180,12 @@ def report_rpc_error(
     words = [getattr(ns, name, None) for name in ("command", "verb", "action")] if ns is not None else []
     sys.stderr.write(" ".join(["edgellm", *(w for w in words if w)]) + f": {failure.message}\n")
     return failure.exit_code
+
+
+def frequency_penalty(ns: argparse.Namespace, constrained: bool = False) -> float:
+    """--frequency-penalty; when unset, 0 under an output constraint and the recommended one otherwise."""
+    if ns.frequency_penalty is not None:
+        return float(ns.frequency_penalty)
+    # Why 0 under a constraint: JSON repeats its quotes and commas by design, and penalising
+    # them pushed the model into whitespace until max_new_tokens cut the JSON off.
+    return 0.0 if constrained else RECOMMENDED.frequency_penalty

@@ -8,16 +8,17 @@ import sys
 import time
 from pathlib import Path
 
-from edgellm.client.client import build_request, constrained, finish_reason_name
+from edgellm.client.client import finish_reason_name
 from edgellm.client.commands.common_args import (
     add_sampling,
     add_target,
     add_window,
     client_from,
+    params_from_args,
     read_text_arg,
-    sampling_kwargs,
 )
 from edgellm.client.failures import FAILED, OK
+from edgellm.client.params import Constraint
 from edgellm.common.errors import InvalidArgument
 from edgellm.v1 import device_pb2
 
@@ -55,12 +56,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
 
-def constraint_from(ns: argparse.Namespace) -> device_pb2.OutputConstraint | None:
-    """The OutputConstraint the flags ask for (None for free text); InvalidArgument if a file is unusable."""
+def constraint_from(ns: argparse.Namespace) -> Constraint | None:
+    """The output constraint the flags ask for (None for free text); InvalidArgument if a file is unusable."""
     if ns.json_object:
-        return device_pb2.OutputConstraint(json_object=True)
+        return Constraint("json_object")
     if ns.regex is not None:
-        return device_pb2.OutputConstraint(regex=ns.regex)
+        return Constraint("regex", ns.regex)
     if ns.json_schema is None and ns.grammar is None:
         return None
     flag, path = (
@@ -71,12 +72,12 @@ def constraint_from(ns: argparse.Namespace) -> device_pb2.OutputConstraint | Non
     except (OSError, UnicodeDecodeError) as err:
         raise InvalidArgument(f"{flag} {path}: {err}") from err
     if ns.grammar is not None:
-        return device_pb2.OutputConstraint(lark_grammar=text)
+        return Constraint("lark_grammar", text)
     try:
         json.loads(text)  # a typo is caught here; the daemon checks the schema itself
     except json.JSONDecodeError as err:
         raise InvalidArgument(f"{flag} {path} is not valid JSON: {err}") from err
-    return device_pb2.OutputConstraint(json_schema=text)
+    return Constraint("json_schema", text)
 
 
 def drafts(s: device_pb2.GenerateStats) -> str:
@@ -87,9 +88,9 @@ def drafts(s: device_pb2.GenerateStats) -> str:
     return f" · drafts {s.accepted_draft_tokens}/{s.draft_tokens} accepted{repaired}"
 
 
-def cut_short(constraint: device_pb2.OutputConstraint | None, max_new_tokens: int) -> str:
+def cut_short(constraint: Constraint | None, max_new_tokens: int) -> str:
     """Why a constrained answer that hit the token budget is not the shape asked for."""
-    kind = constraint.WhichOneof("kind") if constraint is not None else None
+    kind = constraint.kind if constraint is not None else None
     shape = {"json_schema": "JSON", "json_object": "JSON", "regex": "match", "lark_grammar": "grammar"}
     return (
         f"edgellm generate: the answer reached --max-new-tokens {max_new_tokens} before the "
@@ -105,25 +106,13 @@ def run(ns: argparse.Namespace) -> int:
     """
     constraint = constraint_from(ns)
     text = read_text_arg(ns.prompt, ns.prompt_file)
-    messages = None
-    prompt: str | None = text
     if ns.chat or ns.system is not None:
         # A chat message is stripped like a chat turn (`edgellm chat` sends lines without their ends).
-        messages = ([("system", ns.system)] if ns.system else []) + [("user", text.strip())]
-        prompt = None
-    request = build_request(
-        prompt,
-        messages,
-        ns.max_new_tokens,
-        ns.temperature,
-        ns.seed,
-        ns.stop,
-        "",
-        ns.speculation,
-        **sampling_kwargs(ns, constrained=constraint is not None),
-    )
-    request.kv_window = ns.kv_window
-    request = constrained(request, constraint)
+        messages = ((("system", ns.system),) if ns.system else ()) + (("user", text.strip()),)
+        params = params_from_args(ns, messages=messages, constraint=constraint)
+    else:
+        params = params_from_args(ns, prompt=text, constraint=constraint)
+    request = params.to_proto()
     out = sys.stdout
     wrote = False
     status = OK
