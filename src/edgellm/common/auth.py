@@ -10,16 +10,12 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import grpc
 
-from edgellm.common.errors import EdgeError, InvalidArgument
-from edgellm.common.logs import get_logger
-from edgellm.common.tokens import read_token_file
-
-log = get_logger(__name__)
+from edgellm.common.errors import InvalidArgument
+from edgellm.common.tokens import WatchedSecret
 
 # Health stays open so supervisors (runit, adb port checks) can probe without the secret; it
 # reveals only SERVING / NOT_SERVING. Reflection is not open: it needs the token like any RPC.
@@ -85,46 +81,11 @@ def client_metadata(token: str | None = None) -> tuple[tuple[str, str | bytes], 
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
-class TokenSource:
-    """The token a server expects: fixed, or its file re-read whenever the file changes.
-
-    Why re-read: `edgellm token rotate` writes a new token file; a running daemon, host service
-    or gateway then refuses the old token at once, without a restart. One `stat` per call costs
-    microseconds. A file that became unreadable or empty keeps the last good token (logged).
-    """
-
-    def __init__(self, token: str, path: Path | None = None) -> None:
-        self._token = token.encode()
-        self._path = path
-        self._seen = _file_key(path) if path is not None else None
-
-    def current(self) -> bytes:
-        """The token to compare against now."""
-        if self._path is not None:
-            key = _file_key(self._path)
-            if key != self._seen:
-                self._seen = key
-                try:
-                    self._token = read_token_file(self._path).encode()
-                    log.info("token_reloaded", path=str(self._path))
-                except (OSError, EdgeError) as exc:
-                    log.warning("token_reload_failed", path=str(self._path), error=str(exc))
-        return self._token
-
-
-def _file_key(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     """Rejects calls whose `authorization` metadata is not `Bearer <token>`."""
 
-    def __init__(self, token: str | TokenSource) -> None:
-        self._source = token if isinstance(token, TokenSource) else TokenSource(token)
+    def __init__(self, token: str | WatchedSecret) -> None:
+        self._token = token  # a WatchedSecret follows `edgellm token rotate`
 
     async def intercept_service(
         self,
@@ -137,7 +98,8 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         metadata = dict(handler_call_details.invocation_metadata or ())
         given = metadata.get("authorization", "")
         handler = await continuation(handler_call_details)
-        if handler is None or bearer_matches(given, self._source.current()):
+        expected = self._token.current() if isinstance(self._token, WatchedSecret) else self._token
+        if handler is None or bearer_matches(given, expected.encode()):
             return handler
         return _deny_like(handler, bool(given))
 

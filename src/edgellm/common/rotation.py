@@ -1,7 +1,7 @@
 """Token and key rotation (M3): new secrets in the files that servers watch, old ones refused at once.
 
 The daemon, the host service and the gateway re-read their secret file when it changes
-(`edgellm.common.auth.TokenSource`), so rotation needs no restart. Files that held one shared token
+(`edgellm.common.tokens.WatchedSecret`), so rotation needs no restart. Files that held one shared token
 get one shared new token (clients keep finding one token for both); files that differed stay apart.
 """
 

@@ -16,11 +16,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from edgellm.common.auth import TokenAuthInterceptor, TokenSource, check_bind
+from edgellm.common.auth import TokenAuthInterceptor, check_bind
 from edgellm.common.decode import StrictDecodeInterceptor
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.tls import ClientTls, ServerTls, ensure_self_signed, fingerprint
-from edgellm.common.tokens import ensure_token, read_token_file
+from edgellm.common.tokens import WatchedSecret, ensure_token, read_token_file
 
 MAX_FRAME_BYTES = (1 << 24) - 1  # the largest frame HTTP/2 allows (RFC 9113 §4.2)
 
@@ -104,7 +104,9 @@ def new_server(host: str, security: ServerSecurity, max_message_bytes: int | Non
     # The token is checked first: a call without it is never decoded at all.
     interceptors: list[grpc.aio.ServerInterceptor] = []
     if security.token:
-        interceptors.append(TokenAuthInterceptor(TokenSource(security.token, security.token_file)))
+        token_file = security.token_file
+        secret = WatchedSecret(token_file, value=security.token) if token_file else security.token
+        interceptors.append(TokenAuthInterceptor(secret))
     interceptors.append(StrictDecodeInterceptor())
     return grpc.aio.server(interceptors=interceptors, options=options)
 

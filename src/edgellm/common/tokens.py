@@ -20,11 +20,15 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from edgellm.common.durable import write_fresh
 from edgellm.common.errors import FailedPrecondition
+from edgellm.common.logs import get_logger
+
+log = get_logger(__name__)
 
 TOKEN_ENV = "EDGELLM_TOKEN"
 CONFIG_DIR_ENV = "EDGELLM_CONFIG_DIR"  # the host's config dir (tests point it at a temporary one)
@@ -167,6 +171,48 @@ def read_new_secret(path: Path, wait_s: float = 2.0) -> str:
             if time.monotonic() > deadline:
                 raise
         time.sleep(0.01)
+
+
+class WatchedSecret:
+    """A secret file a running server checks against, re-read whenever the file changes.
+
+    Why: `edgellm token rotate` writes new token and key files; the daemon, the host service and
+    the gateway then refuse the old secret at once, without a restart. One `stat` per check costs
+    microseconds. A file that became unreadable or bad keeps the last good value (logged once per
+    change): a broken rotation must neither open the server nor lock every client out.
+
+    READ reads and checks the file (read_token_file, or the gateway's read_key_file); VALUE is what
+    the server already read at start (None: read now, and raise when the file is bad).
+    """
+
+    def __init__(
+        self, path: Path, read: Callable[[Path], str] = read_token_file, value: str | None = None
+    ) -> None:
+        self.path = path
+        self._read = read
+        self._stamp = _file_stamp(path)
+        self._value = read(path) if value is None else value
+
+    def current(self) -> str:
+        """The secret now in the file (read again only when the file changed)."""
+        stamp = _file_stamp(self.path)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._value = self._read(self.path)
+                log.info("secret_reloaded", path=str(self.path))
+            except (OSError, FailedPrecondition) as exc:
+                log.warning("secret_reload_failed", path=str(self.path), error=str(exc))
+        return self._value
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime, size): changes on every rewrite, an atomic rename included."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import contextlib
 from pathlib import Path
 
 from edgellm.common.errors import FailedPrecondition
-from edgellm.common.logs import get_logger
 from edgellm.common.tokens import (
+    WatchedSecret,
     gateway_key_path,
     new_token,
     read_token_file,
@@ -21,7 +21,6 @@ from edgellm.common.tokens import (
     write_secret_exclusive,
 )
 
-log = get_logger(__name__)
 __all__ = ["KeyFile", "ensure_gateway_key", "gateway_key_path", "read_key_file", "rotate_gateway_key"]
 
 
@@ -47,29 +46,9 @@ def rotate_gateway_key(path: Path) -> str:
     return key
 
 
-class KeyFile:
-    """A key file a running gateway checks against; re-read when it changes (rotation)."""
+class KeyFile(WatchedSecret):
+    """The gateway's key file, re-read when it changes (rotation); a link, a file others can read
+    or an empty one is refused at start (read_key_file)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._stamp: tuple[int, int] | None = None
-        self._key = ""
-        self.current()  # fail at start, not at the first request, when the file is bad
-
-    def current(self) -> str:
-        """The key now in the file (a stat per call; the file is read again only when it changed).
-
-        A file that became unreadable or bad keeps the last good key (logged): a broken rotation
-        must not open the gateway, and refusing every client would be worse than the old key.
-        """
-        try:
-            st = self.path.stat()
-            stamp = (st.st_ino, st.st_mtime_ns)
-            if stamp != self._stamp:
-                self._key = read_key_file(self.path)
-                self._stamp = stamp
-        except (OSError, FailedPrecondition) as err:
-            if not self._key:
-                raise
-            log.warning("gateway_key_unreadable", path=str(self.path), error=str(err))
-        return self._key
+        super().__init__(path, read_key_file)
