@@ -15,11 +15,11 @@ keys: its handshake fails and it never sees the token.
 from __future__ import annotations
 
 import re
-import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgellm.common.tls import CERT_FILE, ClientTls, fingerprint
+from edgellm.common.errors import Unauthenticated, Unavailable
+from edgellm.common.tls import CERT_FILE, ClientTls, fetch_certificate, fingerprint, untrusted
 from edgellm.common.tokens import config_dir, default_data_dir, write_secret
 
 TRUSTED_DIR = "trusted"
@@ -100,26 +100,14 @@ def diagnose(target: str, expected: ClientTls | None) -> str:
     Only for messages after a failure: it fetches the certificate without trusting it and never
     sends a token.
     """
-    from edgellm.common.auth import target_host
-
     wanted = expected.describe() if expected is not None else "a certificate this client trusts"
     try:
-        host, port = target_host(target), int(target.rsplit(":", 1)[1])
-        pem = ssl.get_server_certificate((host, port), timeout=3.0)
-    except (ssl.SSLError, ConnectionResetError, TimeoutError, EOFError):
-        return (
-            f"the server at {target} does not speak TLS, so it is not the edgellm server this client "
-            f"trusts ({wanted}); the token was not sent. Another program may be listening on this "
-            "port (is the daemon running? on a phone: `edgellm deploy status`). A daemon started "
-            "with --insecure-loopback serves plaintext: pass --insecure-loopback to the client too"
-        )
-    except (OSError, ValueError) as exc:
+        pem = fetch_certificate(target, wanted, timeout=3.0)
+    except (Unauthenticated, Unavailable) as exc:  # no TLS there, or nothing reachable
+        return str(exc)
+    except ValueError as exc:  # a target without a port
         return f"could not reach {target}: {exc}"
     got = fingerprint(pem)
     if expected is not None and got in expected.pins_accepted():
         return f"the server at {target} presented a trusted certificate ({got}) but the connection failed"
-    return (
-        f"the server at {target} presented certificate {got}, but this client expected {wanted}; "
-        "the token was not sent. Another program may be listening on this port, or the daemon's "
-        "certificate changed (fetch it again with `edgellm deploy device`, or pass --tls-pin)"
-    )
+    return untrusted(target, got, wanted)

@@ -83,11 +83,7 @@ class ClientTls:
             pem = fetch_certificate(target, self.describe())
             got = fingerprint(pem)
             if got not in self.pins_accepted():
-                raise Unauthenticated(
-                    f"the server at {target} presented certificate {got}, but this client expected "
-                    f"{self.describe()}; the token was not sent. Another program may be listening "
-                    "on this port, or the daemon's certificate changed (re-pin it)"
-                )
+                raise Unauthenticated(untrusted(target, got, self.describe()))
             return grpc.ssl_channel_credentials(root_certificates=pem.encode()), [
                 ("grpc.ssl_target_name_override", name)
             ]
@@ -122,6 +118,15 @@ class ClientTls:
         return " or ".join(shown[:3]) + more
 
 
+def untrusted(target: str, got: str, wanted: str) -> str:
+    """Why a server whose certificate is not the one expected got no token (H1), for the user."""
+    return (
+        f"the server at {target} presented certificate {got}, but this client expected {wanted}; "
+        "the token was not sent. Another program may be listening on this port, or the daemon's "
+        "certificate changed (fetch it again with `edgellm deploy device`, or pass --tls-pin)"
+    )
+
+
 def fetch_certificate(target: str, expected: str = "", timeout: float = 5.0) -> str:
     """The PEM certificate a TLS server at host:port presents (not verified: the caller pins it).
 
@@ -133,16 +138,18 @@ def fetch_certificate(target: str, expected: str = "", timeout: float = 5.0) -> 
 
     host = target_host(target)
     port = int(target.rsplit(":", 1)[1])
-    why = f" ({expected})" if expected else ""
+    wanted = expected or "a certificate this client trusts"
     try:
         return ssl.get_server_certificate((host, port), timeout=timeout)
     except ConnectionRefusedError as exc:
         raise Unavailable(f"nothing is listening at {target}; is the daemon running?") from exc
     except (ssl.SSLError, ConnectionResetError, TimeoutError) as exc:
         raise Unauthenticated(
-            f"the server at {target} did not complete a TLS handshake ({type(exc).__name__}), so it "
-            f"is not the edgellm server this client trusts{why}; the token was not sent. Another "
-            "program may be listening on this port, or the server runs without TLS"
+            f"the server at {target} does not speak TLS ({type(exc).__name__}), so it is not the "
+            f"edgellm server this client trusts ({wanted}); the token was not sent. Another program "
+            "may be listening on this port (is the daemon running? on a phone: `edgellm deploy "
+            "status`). A daemon started with --insecure-loopback serves plaintext: pass "
+            "--insecure-loopback to the client too"
         ) from exc
     except OSError as exc:
         raise Unavailable(f"could not reach {target}: {exc}") from exc
