@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
+from typing import ParamSpec
 
 import grpc
 
@@ -13,6 +14,8 @@ from edgellm.client.channel import MAX_MESSAGE_BYTES, ChannelSecurity, open_chan
 from edgellm.client.params import SPECULATION, Constraint, GenerateParams, SpeculationName
 from edgellm.common.targets import resolve_target
 from edgellm.v1 import device_pb2, device_pb2_grpc
+
+P = ParamSpec("P")
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -156,21 +159,17 @@ def params_from(
     )
 
 
-def build_request(
-    prompt: str | None = None,
-    messages: Sequence[tuple[str, str]] | None = None,
-    max_new_tokens: int = 256,
-    temperature: float = 0.0,
-    seed: int | None = None,
-    stop: Sequence[str] = (),
-    session_id: str = "",
-    speculation: SpeculationName = "auto",
-    **sampling: float,
-) -> device_pb2.GenerateRequest:
-    """Build a GenerateRequest from plain Python values (`speculation`: auto, off or fast)."""
-    return params_from(
-        prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation, **sampling
-    ).to_proto()
+def _as_request(make: Callable[P, GenerateParams]) -> Callable[P, device_pb2.GenerateRequest]:
+    """MAKE, answering its GenerateParams as the proto request: one signature, not a copy of it."""
+
+    def build(*args: P.args, **kwargs: P.kwargs) -> device_pb2.GenerateRequest:
+        return make(*args, **kwargs).to_proto()
+
+    build.__doc__ = "Build a GenerateRequest from plain Python values (`speculation`: auto, off or fast)."
+    return build
+
+
+build_request = _as_request(params_from)
 
 
 def constrained(
