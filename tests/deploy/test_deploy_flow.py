@@ -328,7 +328,7 @@ def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> No
     token = rig.daemon.running.token
     assert token is not None
     # No flags: the token and the certificate the deploy fetched, from the host's config dir.
-    found = ChannelSecurity.find()
+    found = ChannelSecurity.find(target=target)  # the per-address file the deploy wrote (L14)
     assert found.token == token
     artifact_id = push_artifact(target, art, found)
     with open_channel(target) as ch:

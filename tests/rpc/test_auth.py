@@ -7,6 +7,7 @@ channels, no token, a wrong token, an odd Bearer spelling, a token sent in clear
 from __future__ import annotations
 
 import asyncio
+import os
 import stat
 from pathlib import Path
 from types import SimpleNamespace
@@ -254,12 +255,22 @@ async def test_tls_with_a_pinned_self_signed_certificate(fake_artifact: Path, tm
         await running.stop(0)
 
 
-def test_a_daemon_and_a_host_service_starting_together_share_one_token(tmp_path: Path) -> None:
-    """The README starts both at once: each first start must end with the same token (no race)."""
+@pytest.mark.parametrize("links", ["allowed", "refused"])
+def test_a_daemon_and_a_host_service_starting_together_share_one_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: str
+) -> None:
+    """The README starts both at once: each first start must end with the same token (no race),
+    also where the phone refuses hard links (M3: Android's SELinux refuses link(2) in app data)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from edgellm.common.tokens import ensure_token
 
+    if links == "refused":
+
+        def refuse(*_args: object, **_kwargs: object) -> None:
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(os, "link", refuse)
     for i in range(20):
         daemon, host = tmp_path / f"{i}" / "data" / "token", tmp_path / f"{i}" / "config" / "token"
         with ThreadPoolExecutor(2) as pool:

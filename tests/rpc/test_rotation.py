@@ -120,23 +120,6 @@ async def test_a_token_is_made_and_rotated_where_the_phone_refuses_hard_links(
         await daemon.stop(0)
 
 
-def test_two_first_starts_agree_on_one_token_without_hard_links(
-    machine: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    def refuse(*_args: object, **_kwargs: object) -> None:
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(os, "link", refuse)
-    for i in range(20):
-        a_file, b_file = machine / f"{i}" / "a" / "token", machine / f"{i}" / "b" / "token"
-        with ThreadPoolExecutor(2) as pool:
-            a = pool.submit(ensure_token, a_file, (b_file,))
-            b = pool.submit(ensure_token, b_file, (a_file,))
-            assert a.result() == b.result()
-
-
 def test_rotate_says_when_there_is_nothing_to_rotate(
     machine: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
