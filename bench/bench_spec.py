@@ -9,7 +9,7 @@ was converted from, with the same threads. Modes alternate per prompt so drift i
 hits both sides alike. Results: JSON (--out) and a markdown summary on stdout.
 
 Usage: python bench/bench_spec.py --artifact .cache/artifacts/default \
-         [--llama-python /work/bench-venvs/llama-cpp/bin/python] [--max-new 96] [--temperatures 0,0.8]
+         [--llama-python .cache/bench-venvs/llama-cpp/bin/python] [--max-new 96] [--temperatures 0,0.8]
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ repeated prompt would measure a cache hit instead of a prefill. TTFT is request 
 chunk at the client; decode tok/s is (tokens - 1) / (last chunk - first chunk).
 
 Usage: python -m bench.bench_vs_llama_server --artifact .cache/artifacts/default
-         [--llama-python /work/bench-venvs/llama-cpp/bin/python] [--threads 2] [--rounds 9]
+         [--llama-python .cache/bench-venvs/llama-cpp/bin/python] [--threads 2] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ def main() -> int:
     """Run the interleaved comparison and print a JSON summary."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--artifact", type=Path, required=True)
-    ap.add_argument("--llama-python", type=Path, default=Path("/work/bench-venvs/llama-cpp/bin/python"))
+    # The llama-cpp-python venv lives inside the checkout (.cache/ is gitignored; docs/benchmarks.md).
+    ap.add_argument("--llama-python", type=Path, default=Path(".cache/bench-venvs/llama-cpp/bin/python"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--new-tokens", type=int, default=128)
