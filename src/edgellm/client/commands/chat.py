@@ -17,12 +17,11 @@ import grpc
 
 from edgellm.client.commands.common_args import (
     add_sampling,
-    add_target,
     add_window,
-    client_from,
     params_from_args,
     report_rpc_error,
 )
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.failures import FAILED, OK
 
 BLOCK = '"""'

@@ -11,12 +11,11 @@ from pathlib import Path
 from edgellm.client.client import finish_reason_name
 from edgellm.client.commands.common_args import (
     add_sampling,
-    add_target,
     add_window,
-    client_from,
     params_from_args,
     read_text_arg,
 )
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.failures import FAILED, OK
 from edgellm.client.params import Constraint
 from edgellm.common.errors import InvalidArgument

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from edgellm.client.commands.common_args import add_target, client_from
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.jsonout import message_json
 from edgellm.v1 import device_pb2
 

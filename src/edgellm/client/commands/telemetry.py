@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import grpc
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, client_from
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.jsonout import message_dict
 from edgellm.client.plot import Trace, plot_traces, require_matplotlib
 from edgellm.common.argtypes import int_in, non_negative_int
