@@ -60,13 +60,13 @@ def test_no_system_prompt_is_sent_unless_asked(
     model_daemon: RunningDaemon, edgellm: Callable[..., Result]
 ) -> None:
     from edgellm.cli import build_parser
-    from edgellm.client.commands.common_args import sampling_kwargs
+    from edgellm.client.commands.common_args import params_from_args
 
     for command in ("chat", "generate"):
         ns = build_parser().parse_args([command, "x"] if command == "generate" else [command])
         assert ns.system is None  # the chat template's own system prompt applies
         assert (
-            sampling_kwargs(ns)["frequency_penalty"] > 0
+            params_from_args(ns).frequency_penalty > 0
             and ns.repetition_penalty == 1.0
             and 0 < ns.temperature < 1
             and ns.top_p < 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
+from dataclasses import fields, replace
 
 import pytest
 
@@ -135,3 +137,64 @@ def test_the_python_client_sends_its_arguments_and_constraint_through_the_params
         prompt="hi", max_new_tokens=8, seed=3, top_k=5, constraint=Constraint("json_schema", "{}")
     )
     assert sent == [expected.to_proto()]
+
+
+def test_every_field_of_the_params_is_set_away_from_its_default_above() -> None:
+    """So the round trip and coverage tests see every field: a new one fails here until added."""
+    default = GenerateParams()
+    unset = {
+        f.name for f in fields(GenerateParams) if getattr(EVERY_FIELD, f.name) == getattr(default, f.name)
+    }
+    assert unset == {"prompt"}  # a request carries messages or a prompt; "hello" is checked above
+
+
+def test_no_client_signature_repeats_a_generate_field() -> None:
+    """The Python client's calls take the fields through GenerateParams, whose defaults are the only ones."""
+    from edgellm.client.client import DaemonClient, params_from
+
+    names = {f.name for f in fields(GenerateParams)}
+    for call in (DaemonClient.generate, params_from, build_request):
+        assert names.isdisjoint(inspect.signature(call).parameters), call
+
+
+def test_the_python_client_takes_every_field_by_name_and_the_old_positions() -> None:
+    from edgellm.client.client import params_from
+
+    by_name = {f.name: getattr(EVERY_FIELD, f.name) for f in fields(GenerateParams)}
+    assert params_from(**by_name) == EVERY_FIELD
+    assert params_from() == GenerateParams()
+    assert params_from(params=EVERY_FIELD, seed=None) == replace(EVERY_FIELD, seed=None)
+    loose = params_from(
+        None, [["user", "Hi"]], stop=["x"], logit_bias={9: 1.0, 2: -1.0}, constraint=Constraint("regex", "a")
+    )
+    assert loose == GenerateParams(
+        messages=(("user", "Hi"),),
+        stop=("x",),
+        logit_bias=((2, -1.0), (9, 1.0)),
+        constraint=Constraint("regex", "a"),
+    )
+    with pytest.raises(TypeError):
+        params_from(temprature=0.5)  # a misspelt field is refused, not ignored
+    with pytest.raises(TypeError):
+        params_from("hi", prompt="hi")
+    with pytest.raises(TypeError):
+        params_from(*range(9))
+
+
+def test_the_recommendation_changes_only_sampling_values_and_the_cli_defaults_are_its_own() -> None:
+    from edgellm.client.sampling import RECOMMENDED
+
+    default = GenerateParams()
+    changed = {
+        f.name for f in fields(GenerateParams) if getattr(RECOMMENDED, f.name) != getattr(default, f.name)
+    }
+    assert changed == {"temperature", "top_p", "repetition_penalty", "frequency_penalty"}
+    ns = build_parser().parse_args(["generate", "x"])
+    for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p", "presence_penalty"):
+        assert getattr(ns, name) == getattr(RECOMMENDED, name), name
+    assert (ns.repetition_penalty, ns.seed, ns.speculation) == (1.0, None, "auto")
+    assert ns.kv_window == default.kv_window
+    assert RECOMMENDED.sampling() == {
+        "temperature": 0.2, "top_k": 0, "top_p": 0.5, "min_p": 0.0, "repetition_penalty": 1.0,
+        "presence_penalty": 0.0, "frequency_penalty": 0.7,
+    }  # fmt: skip

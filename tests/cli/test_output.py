@@ -117,15 +117,15 @@ def test_the_rung_follows_the_governor_and_the_plot_follows_the_rung(
 def test_a_constraint_turns_the_default_frequency_penalty_off() -> None:
     """JSON repeats quotes and commas by design: the default penalty is 0 under a constraint."""
     from edgellm.cli import build_parser
-    from edgellm.client.commands.common_args import sampling_kwargs
+    from edgellm.client.commands.common_args import params_from_args
     from edgellm.client.commands.generate import constraint_from
 
-    def sent(argv: list[str]) -> dict[str, float]:
+    def sent(argv: list[str]) -> float:
         ns = build_parser().parse_args(argv)
-        return sampling_kwargs(ns, constrained=constraint_from(ns) is not None)  # as generate does
+        return params_from_args(ns, constraint=constraint_from(ns)).frequency_penalty  # as generate does
 
     plain = sent(["generate", "x"])
     json_out = sent(["generate", "--json-object", "x"])
     explicit = sent(["generate", "--json-object", "--frequency-penalty", "0.3", "x"])
-    assert plain["frequency_penalty"] > 0 and json_out["frequency_penalty"] == 0.0
-    assert explicit["frequency_penalty"] == 0.3
+    assert plain > 0 and json_out == 0.0
+    assert explicit == 0.3

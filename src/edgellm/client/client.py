@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
 import grpc
 
 from edgellm.client.channel import MAX_MESSAGE_BYTES, ChannelSecurity, open_channel
-from edgellm.client.params import SPECULATION, Constraint, GenerateParams, SpeculationName
+from edgellm.client.params import SPECULATION, GenerateParams
 from edgellm.common.targets import resolve_target
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
@@ -92,27 +92,10 @@ class DaemonClient:
         finally:
             call.cancel()
 
-    def generate(
-        self,
-        prompt: str | None = None,
-        messages: Sequence[tuple[str, str]] | None = None,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] = (),
-        session_id: str = "",
-        speculation: SpeculationName = "auto",
-        *,
-        constraint: device_pb2.OutputConstraint | None = None,
-        **sampling: float,
-    ) -> Completion:
-        """Run a whole generation and collect it (within `constraint` when given)."""
-        params = params_from(
-            prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation, **sampling
-        )
-        if constraint is not None:
-            params = replace(params, constraint=Constraint.from_proto(constraint))
-        return self.complete(params)
+    def generate(self, *args: Any, params: GenerateParams | None = None, **values: Any) -> Completion:
+        """Run a whole generation and collect it: `params_from`'s arguments (a constraint may be
+        an OutputConstraint message or a Constraint)."""
+        return self.complete(params_from(*args, params=params, **values))
 
     def complete(self, params: GenerateParams) -> Completion:
         """Run a whole generation of `params` and collect it."""
@@ -134,29 +117,33 @@ class DaemonClient:
         return self.stub.GetStatus(device_pb2.GetStatusRequest(), timeout=self.timeout or 10.0)
 
 
-def params_from(
-    prompt: str | None = None,
-    messages: Sequence[tuple[str, str]] | None = None,
-    max_new_tokens: int = 256,
-    temperature: float = 0.0,
-    seed: int | None = None,
-    stop: Sequence[str] = (),
-    session_id: str = "",
-    speculation: SpeculationName = "auto",
-    **sampling: float,
-) -> GenerateParams:
-    """GenerateParams from plain Python values (`sampling`: top_k, top_p, min_p and the penalties)."""
-    return GenerateParams(
-        prompt=prompt or "",
-        messages=tuple((r, c) for r, c in (messages or ())),
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=seed,
-        stop=tuple(stop),
-        session_id=session_id,
-        speculation=speculation,
-        **sampling,  # type: ignore[arg-type]
-    )
+# The Python client's positional order before GenerateParams; every other field goes by name.
+_POSITIONAL = (
+    "prompt",
+    "messages",
+    "max_new_tokens",
+    "temperature",
+    "seed",
+    "stop",
+    "session_id",
+    "speculation",
+)
+
+
+def params_from(*args: Any, params: GenerateParams | None = None, **values: Any) -> GenerateParams:
+    """GenerateParams from plain Python values: PARAMS (default: the wire's) with these fields changed.
+
+    Positional: prompt, messages, max_new_tokens, temperature, seed, stop, session_id, speculation;
+    any field of GenerateParams by name (`**RECOMMENDED.sampling()` for the CLI's sampling). The
+    defaults are GenerateParams' own, written nowhere else; an unknown name is a TypeError.
+    """
+    if len(args) > len(_POSITIONAL):
+        raise TypeError(f"params_from takes at most {len(_POSITIONAL)} positional arguments, got {len(args)}")
+    given = dict(zip(_POSITIONAL, args, strict=False))
+    twice = given.keys() & values.keys()
+    if twice:
+        raise TypeError(f"params_from got multiple values for {', '.join(sorted(twice))}")
+    return GenerateParams.of(params, **given, **values)
 
 
 def _as_request(make: Callable[P, GenerateParams]) -> Callable[P, device_pb2.GenerateRequest]:

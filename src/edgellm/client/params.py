@@ -12,8 +12,9 @@ client's recommended sampling values live in edgellm.client.sampling; callers pi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, get_args
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal, get_args
 
 from edgellm.v1 import common_pb2, device_pb2
 
@@ -85,6 +86,20 @@ class GenerateParams:
     constraint: Constraint | None = None
     speculation: SpeculationName = "auto"
 
+    @classmethod
+    def of(cls, base: GenerateParams | None = None, /, **values: Any) -> GenerateParams:
+        """BASE (default: the wire's defaults) with VALUES changed, given as plain Python.
+
+        Lists become tuples, a logit_bias dict its sorted items, an OutputConstraint message a
+        Constraint and a None prompt or messages empty; a name that is no field is a TypeError.
+        """
+        start = cls() if base is None else base
+        return replace(start, **{name: _frozen(name, value) for name, value in values.items()})
+
+    def sampling(self) -> dict[str, float]:
+        """The SamplingParams fields but the seed and logit_bias, as keyword arguments for `of`."""
+        return {name: getattr(self, name) for name in _SCALAR_SAMPLING}
+
     def to_proto(self) -> device_pb2.GenerateRequest:
         """The GenerateRequest to send."""
         sampling = device_pb2.SamplingParams(
@@ -142,3 +157,23 @@ class GenerateParams:
             constraint=Constraint.from_proto(request.constraint),
             speculation=_SPECULATION_NAME.get(request.speculation, "auto"),  # type: ignore[arg-type]
         )
+
+
+_SCALAR_SAMPLING = tuple(
+    f.name for f in device_pb2.SamplingParams.DESCRIPTOR.fields if f.name not in ("seed", "logit_bias")
+)
+
+
+def _frozen(name: str, value: Any) -> Any:
+    """VALUE as GenerateParams holds field NAME (immutable; see GenerateParams.of)."""
+    if name in ("prompt", "messages") and value is None:
+        return "" if name == "prompt" else ()
+    if name == "messages":
+        return tuple((role, content) for role, content in value)
+    if name == "stop":
+        return tuple(value)
+    if name == "logit_bias":
+        return tuple(sorted(value.items())) if isinstance(value, Mapping) else tuple(value)
+    if isinstance(value, device_pb2.OutputConstraint):
+        return Constraint.from_proto(value)
+    return value

@@ -17,33 +17,10 @@ the nucleus ("What is the capital of France?" → "L'Étoile…" for 6 of 20 see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from edgellm.client.params import GenerateParams
 
+__all__ = ["RECOMMENDED"]
 
-@dataclass(frozen=True)
-class SamplingDefaults:
-    """Generation length and sampling values the client sends by default."""
-
-    max_new_tokens: int = 256
-    temperature: float = 0.2
-    top_k: int = 0
-    top_p: float = 0.5
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    frequency_penalty: float = 0.7
-    presence_penalty: float = 0.0
-
-    def sampling(self) -> dict[str, float]:
-        """The SamplingParams fields, as keyword arguments for DaemonClient.generate / build_request."""
-        return {
-            "temperature": self.temperature,
-            "top_k": self.top_k,
-            "top_p": self.top_p,
-            "min_p": self.min_p,
-            "repetition_penalty": self.repetition_penalty,
-            "frequency_penalty": self.frequency_penalty,
-            "presence_penalty": self.presence_penalty,
-        }
-
-
-RECOMMENDED = SamplingDefaults()
+# Only the values that differ from the wire's: the budget, top_k, min_p and the presence penalty
+# are GenerateParams' own defaults, written there once.
+RECOMMENDED = GenerateParams(temperature=0.2, top_p=0.5, repetition_penalty=1.0, frequency_penalty=0.7)

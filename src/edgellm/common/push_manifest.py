@@ -81,11 +81,7 @@ def _check_entries(entries: object) -> None:
         raise InvalidArgument(f"the manifest lists {len(entries)} files; at most {MAX_FILES} allowed")
     seen: set[str] = set()
     for e in entries:
-        if not isinstance(e, dict):
-            raise InvalidArgument(f"manifest file entry {e!r} is not an object")
-        path = check_path(e.get("path"))
-        if e.get("type", "file") != "file" or any(k in e for k in _LINK_KEYS):
-            raise InvalidArgument(f"{path!r} is a link or special file; only regular files can be pushed")
+        path = _regular_file(e)
         if path in seen:
             raise InvalidArgument(f"the manifest lists {path!r} twice")
         seen.add(path)
@@ -95,3 +91,13 @@ def _check_entries(entries: object) -> None:
         for i in range(1, len(parts)):
             if "/".join(parts[:i]) in seen:
                 raise InvalidArgument(f"{path!r} needs {'/'.join(parts[:i])!r} as a directory")
+
+
+def _regular_file(entry: object) -> str:
+    """The checked path of one file entry; a link or special file is refused."""
+    if not isinstance(entry, dict):
+        raise InvalidArgument(f"manifest file entry {entry!r} is not an object")
+    path = check_path(entry.get("path"))
+    if entry.get("type", "file") != "file" or any(k in entry for k in _LINK_KEYS):
+        raise InvalidArgument(f"{path!r} is a link or special file; only regular files can be pushed")
+    return path

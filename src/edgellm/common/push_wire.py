@@ -139,6 +139,14 @@ def decode(raw: bytes) -> PushMessage:
 
 
 def _decode(raw: bytes) -> PushMessage:
+    manifest, chunk = _top_level(raw)
+    if chunk is None:
+        return PushMessage(manifest_json=manifest)
+    return _chunk(raw, chunk)
+
+
+def _top_level(raw: bytes) -> tuple[str | None, tuple[int, int] | None]:
+    """The message's oneof: the manifest's text, or the span of its one FileChunk."""
     manifest: str | None = None
     chunk: tuple[int, int] | None = None
     for field, wire, a, b in _fields(raw, 0, len(raw)):
@@ -148,11 +156,14 @@ def _decode(raw: bytes) -> PushMessage:
             if chunk is not None:
                 raise _Malformed("more than one chunk in one message")
             manifest, chunk = None, (a, b)
-    if chunk is None:
-        return PushMessage(manifest_json=manifest)
+    return manifest, chunk
+
+
+def _chunk(raw: bytes, span: tuple[int, int]) -> PushMessage:
+    """The FileChunk at SPAN of RAW; its data is a view, not a copy."""
     path, offset, data = "", 0, _EMPTY
     view = memoryview(raw)
-    for field, wire, a, b in _fields(raw, *chunk):
+    for field, wire, a, b in _fields(raw, *span):
         if field == _PATH and wire == _LEN:
             path = raw[a:b].decode("utf-8")
         elif field == _OFFSET and wire == _VARINT:

@@ -49,23 +49,38 @@ def read_dataclass(cls: type[T], value: Any, where: str = "") -> T:
 def _value(kind: Any, value: Any, path: str) -> Any:
     origin, args = get_origin(kind), get_args(kind)
     if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, value, path)
+        return _optional(args, value, path)
     if origin is tuple:
-        if not isinstance(value, list):
-            raise FieldError(f"{path} must be a list, got {type(value).__name__}")
-        return tuple(_value(args[0], v, f"{path}[{i}]") for i, v in enumerate(value))
+        return _tuple(args[0], value, path)
     if origin is dict:
-        if not isinstance(value, dict):
-            raise FieldError(f"{path} must be an object, got {type(value).__name__}")
-        if args[1] is Any:
-            return value
-        return {str(k): _value(args[1], v, f"{path}.{k}") for k, v in value.items()}
+        return _dict(args[1], value, path)
     if is_dataclass(kind):
         return read_dataclass(kind, value, path)  # type: ignore[arg-type]
     return _scalar(kind, value, path)
+
+
+def _optional(args: tuple[Any, ...], value: Any, path: str) -> Any:
+    """`X | None`: None, or an X."""
+    if value is None and type(None) in args:
+        return None
+    (inner,) = [a for a in args if a is not type(None)]
+    return _value(inner, value, path)
+
+
+def _tuple(item: Any, value: Any, path: str) -> tuple[Any, ...]:
+    """`tuple[X, ...]` from a JSON list."""
+    if not isinstance(value, list):
+        raise FieldError(f"{path} must be a list, got {type(value).__name__}")
+    return tuple(_value(item, v, f"{path}[{i}]") for i, v in enumerate(value))
+
+
+def _dict(item: Any, value: Any, path: str) -> dict[str, Any]:
+    """`dict[str, X]` from a JSON object (X = Any: taken as it is)."""
+    if not isinstance(value, dict):
+        raise FieldError(f"{path} must be an object, got {type(value).__name__}")
+    if item is Any:
+        return value
+    return {str(k): _value(item, v, f"{path}.{k}") for k, v in value.items()}
 
 
 def _scalar(kind: Any, value: Any, path: str) -> Any:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from edgellm.client.commands.common_args import add_target, security_from
+from edgellm.client.connect_args import add_target, security_from
 from edgellm.common.argtypes import positive_int
 from edgellm.common.errors import EdgeError, InvalidArgument
 from edgellm.common.logs import get_logger

@@ -125,7 +125,20 @@ def from_rpc_error(
     else 400. Messages of the other statuses are short; the caller logs the daemon's details."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     details = (err.details() if hasattr(err, "details") else str(err)) or str(code)
+    special = _special_case(code, details, model_loaded)
+    if special is not None:
+        return special
     name = code.name.lower() if code is not None else "unknown"
+    status, kind = _BY_CODE.get(code, (500, "server_error"))
+    if code in _PASS_ON:
+        retry = 1 if code == grpc.StatusCode.RESOURCE_EXHAUSTED else None  # a full queue: real overload
+        return ApiError(status, details, code=name, kind=kind, retry_after_s=retry)
+    where = f" (request id {request_id}; the gateway's log has the details)" if request_id else ""
+    return ApiError(status, _short(code, details) + where, code=name, kind=kind)
+
+
+def _special_case(code: grpc.StatusCode, details: str, model_loaded: bool | None) -> ApiError | None:
+    """The answers that depend on more than the status: no model loaded, too large, unknown model."""
     if code == grpc.StatusCode.FAILED_PRECONDITION and model_loaded is False:
         return ApiError(503, details, code="model_not_loaded", kind="service_unavailable")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _TOO_LARGE in details.lower():
@@ -133,17 +146,17 @@ def from_rpc_error(
             "the request is larger than the device daemon accepts (its gRPC message limit): "
             "shorten the prompt or the response_format schema"
         )
-    status, kind = _BY_CODE.get(code, (500, "server_error"))
     if code == grpc.StatusCode.NOT_FOUND and "model" in details:
+        status, kind = _BY_CODE[code]
         return ApiError(status, details, code="model_not_found", kind=kind)
-    retry = 1 if code == grpc.StatusCode.RESOURCE_EXHAUSTED else None  # a full queue: real overload
-    if code in _PASS_ON:
-        return ApiError(status, details, code=name, kind=kind, retry_after_s=retry)
-    short = _SHORT.get(code, "the device daemon failed to answer")
+    return None
+
+
+def _short(code: grpc.StatusCode, details: str) -> str:
+    """The short message of a status whose daemon details stay in the gateway's log."""
     if code == grpc.StatusCode.UNAVAILABLE and handshake_failed(details):
-        short = (
+        return (
             "the server on the device daemon's port is not the daemon this gateway trusts (its TLS "
             "certificate did not match), so the gateway sent it nothing"
         )
-    where = f" (request id {request_id}; the gateway's log has the details)" if request_id else ""
-    return ApiError(status, short + where, code=name, kind=kind)
+    return _SHORT.get(code, "the device daemon failed to answer")

@@ -84,14 +84,7 @@ def parse(kind: Kind, body: Any, max_tokens_cap: int, limits: Limits | None = No
     max_new_tokens = _max_tokens(body, default_max, lim.max_tokens)
     stop = tuple(_stop(body))
     speculation = _speculation(body)
-    messages: tuple[tuple[str, str], ...] = ()
-    constraint = None
-    prompt = ""
-    if kind == "chat":
-        messages = _messages(body, lim.max_message_chars)
-        constraint = _response_format(body)
-    else:
-        prompt = _prompt(body, lim.max_message_chars)
+    prompt, messages, constraint = _input(kind, body, lim.max_message_chars)
     params = GenerateParams(
         prompt=prompt,
         messages=messages,
@@ -102,19 +95,13 @@ def parse(kind: Kind, body: Any, max_tokens_cap: int, limits: Limits | None = No
         speculation=speculation,
         **sampling,
     )
-    stream = bool(_opt(body, "stream", bool))
-    options = _opt(body, "stream_options", dict) or {}
-    if options and not stream:
-        raise invalid("stream_options is only allowed when stream is true", "stream_options")
-    for key in options:
-        if key != "include_usage":
-            raise unsupported(f"stream_options.{key}")
+    stream, include_usage = _stream_options(body)
     return Parsed(
         kind=kind,
         params=params,
         model=model,
         stream=stream,
-        include_usage=bool(options.get("include_usage")),
+        include_usage=include_usage,
         user=_opt(body, "user", str) or "",
         messages=messages,
     )
@@ -144,6 +131,27 @@ def _opt(body: dict[str, Any], key: str, kind: type) -> Any:
     return value
 
 
+def _input(
+    kind: Kind, body: dict[str, Any], max_chars: int
+) -> tuple[str, tuple[tuple[str, str], ...], Constraint | None]:
+    """What the model reads: a chat's messages and response_format, or a completion's prompt."""
+    if kind == "chat":
+        return "", _messages(body, max_chars), _response_format(body)
+    return _prompt(body, max_chars), (), None
+
+
+def _stream_options(body: dict[str, Any]) -> tuple[bool, bool]:
+    """(stream, stream_options.include_usage), checked."""
+    stream = bool(_opt(body, "stream", bool))
+    options = _opt(body, "stream_options", dict) or {}
+    if options and not stream:
+        raise invalid("stream_options is only allowed when stream is true", "stream_options")
+    for key in options:
+        if key != "include_usage":
+            raise unsupported(f"stream_options.{key}")
+    return stream, bool(options.get("include_usage"))
+
+
 def _number(body: dict[str, Any], key: str, lo: float, hi: float) -> float | None:
     value = _opt(body, key, float)
     if value is None:
@@ -168,8 +176,9 @@ def _sampling(body: dict[str, Any], max_logit_bias: int) -> dict[str, Any]:
         "top_p": _or(_number(body, "top_p", 0.0, 1.0), d.top_p) or 1.0,
         "presence_penalty": _or(_number(body, "presence_penalty", -2.0, 2.0), d.presence_penalty),
         "frequency_penalty": _or(_number(body, "frequency_penalty", -2.0, 2.0), d.frequency_penalty),
-        "min_p": _number(body, "min_p", 0.0, 1.0) or 0.0,
-        "repetition_penalty": _number(body, "repetition_penalty", 0.0, 10.0) or 1.0,
+        "min_p": _or(_number(body, "min_p", 0.0, 1.0), d.min_p),
+        # 0 and "not given" alike: no penalty, sent as the recommendation's neutral value
+        "repetition_penalty": _number(body, "repetition_penalty", 0.0, 10.0) or d.repetition_penalty,
     }
     top_k = _opt(body, "top_k", int)
     if top_k is not None:
@@ -186,7 +195,7 @@ def _sampling(body: dict[str, Any], max_logit_bias: int) -> dict[str, Any]:
 
 
 def _speculation(body: dict[str, Any]) -> SpeculationName:
-    value = _opt(body, "speculation", str) or "auto"
+    value = _opt(body, "speculation", str) or RECOMMENDED.speculation
     if value not in SPECULATION:
         raise invalid(f"'speculation' must be one of {', '.join(SPECULATION)}, got {value!r}", "speculation")
     return cast(SpeculationName, value)

@@ -15,15 +15,16 @@ from typing import TextIO
 
 import grpc
 
+from edgellm.client.client import DaemonClient
 from edgellm.client.commands.common_args import (
     add_sampling,
-    add_target,
     add_window,
-    client_from,
     params_from_args,
     report_rpc_error,
 )
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.failures import FAILED, OK
+from edgellm.v1 import device_pb2
 
 BLOCK = '"""'
 HELP = f"one line per message; {BLOCK} on its own line opens/closes a multi-line message; /reset, /quit"
@@ -44,37 +45,52 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def messages(stream: TextIO, prompt: str = "you> ", more: str = "...> ") -> Iterator[str]:
     """User turns from a stream: one per non-empty line, or one per triple-quote block of lines."""
     interactive = stream.isatty()
-    block: list[str] | None = None
+    turns = _Turns()
     while True:
         if interactive:
-            sys.stdout.write(prompt if block is None else more)
+            sys.stdout.write(prompt if turns.block is None else more)
             sys.stdout.flush()
         line = stream.readline()
         if not line:  # EOF; inside an open block, send what was typed
-            if block is not None and "\n".join(block).strip():
-                yield "\n".join(block).strip()
+            last = turns.end()
+            if last:
+                yield last
             return
-        text = line.rstrip("\r\n")
-        if block is None:
-            stripped = text.strip()
-            if not stripped.startswith(BLOCK):
-                if stripped:
-                    yield stripped
-                continue
-            rest = stripped[len(BLOCK) :]
-            if rest.endswith(BLOCK):  # a whole message between triple quotes on one line
-                if rest[: -len(BLOCK)].strip():
-                    yield rest[: -len(BLOCK)].strip()
-                continue
-            block = [rest] if rest else []
-        elif text.rstrip().endswith(BLOCK):
-            block.append(text.rstrip()[: -len(BLOCK)])
-            joined = "\n".join(block).strip()
-            block = None
-            if joined:
-                yield joined
-        else:
+        turn = turns.feed(line.rstrip("\r\n"))
+        if turn:
+            yield turn
+
+
+class _Turns:
+    """Lines in, whole turns out: a stripped line, or the text of a triple-quoted block."""
+
+    def __init__(self) -> None:
+        self.block: list[str] | None = None  # the lines of an open block
+
+    def feed(self, text: str) -> str:
+        """The turn this line completes ('' when none yet)."""
+        if self.block is not None:
+            return self._in_block(self.block, text)
+        stripped = text.strip()
+        if not stripped.startswith(BLOCK):
+            return stripped
+        rest = stripped[len(BLOCK) :]
+        if rest.endswith(BLOCK):  # a whole message between triple quotes on one line
+            return rest[: -len(BLOCK)].strip()
+        self.block = [rest] if rest else []
+        return ""
+
+    def _in_block(self, block: list[str], text: str) -> str:
+        if not text.rstrip().endswith(BLOCK):
             block.append(text)
+            return ""
+        block.append(text.rstrip()[: -len(BLOCK)])
+        self.block = None
+        return "\n".join(block).strip()
+
+    def end(self) -> str:
+        """What an unterminated block holds at end of input ('' when none)."""
+        return "" if self.block is None else "\n".join(self.block).strip()
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -93,23 +109,9 @@ def run(ns: argparse.Namespace) -> int:
                 continue
             history.append(("user", text))
             request = params_from_args(ns, messages=tuple(history), session_id=session).to_proto()
-            reply = ""
             try:
-                for response in client.stream(request):
-                    if not reply and response.text:
-                        sys.stdout.write("bot> ")
-                    reply += response.text
-                    sys.stdout.write(response.text)
-                    sys.stdout.flush()
-                    if response.finish_reason:
-                        s = response.stats
-                        sys.stdout.write("\n")
-                        sys.stderr.write(
-                            f"  [TTFT {s.ttft_ms:.0f} ms · {s.decode_tokens_per_second:.1f} tok/s]\n"
-                        )
+                reply = _stream_reply(client, request)
             except grpc.RpcError as err:
-                if reply:
-                    sys.stdout.write("\n")
                 history.pop()
                 failed += 1
                 last_error = report_rpc_error(err, ns)
@@ -119,3 +121,24 @@ def run(ns: argparse.Namespace) -> int:
     if failed and not answered:
         return last_error or FAILED
     return OK
+
+
+def _stream_reply(client: DaemonClient, request: device_pb2.GenerateRequest) -> str:
+    """Print a reply as it streams, then its TTFT and speed; the reply (an RpcError ends the line)."""
+    reply = ""
+    try:
+        for response in client.stream(request):
+            if not reply and response.text:
+                sys.stdout.write("bot> ")
+            reply += response.text
+            sys.stdout.write(response.text)
+            sys.stdout.flush()
+            if response.finish_reason:
+                s = response.stats
+                sys.stdout.write("\n")
+                sys.stderr.write(f"  [TTFT {s.ttft_ms:.0f} ms · {s.decode_tokens_per_second:.1f} tok/s]\n")
+    except grpc.RpcError:
+        if reply:
+            sys.stdout.write("\n")
+        raise
+    return reply

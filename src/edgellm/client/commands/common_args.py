@@ -8,50 +8,14 @@ from pathlib import Path
 
 import grpc
 
-from edgellm.client.channel import ChannelSecurity
-from edgellm.client.client import DaemonClient
 from edgellm.client.failures import Peer, peer_of, rpc_failure
 from edgellm.client.params import SPECULATION, Constraint, GenerateParams
-from edgellm.client.sampling import RECOMMENDED, SamplingDefaults
+from edgellm.client.sampling import RECOMMENDED
 from edgellm.common.argtypes import float_in, non_negative_int, positive_int
 from edgellm.common.errors import InvalidArgument
-from edgellm.common.security_args import add_client_security
-from edgellm.common.targets import DEFAULT_TARGET, TARGET_ENV
 
 
-def add_target(parser: argparse.ArgumentParser, nested: bool = False) -> None:
-    """--target H[:P] (default $EDGELLM_TARGET, then 127.0.0.1:50051; a missing port means 50051),
-    and --token-file / --tls-ca / --tls-pin.
-
-    nested: on a sub-subcommand whose parent also takes --target (given either before or after
-    the verb); SUPPRESS keeps the child's unset default from overwriting the parent's value.
-    """
-    parser.add_argument(
-        "--target",
-        default=argparse.SUPPRESS if nested else None,
-        metavar="HOST[:PORT]",
-        help=f"daemon address (default: ${TARGET_ENV}, then {DEFAULT_TARGET}; port 50051 when omitted)",
-    )
-    add_client_security(parser, nested)
-
-
-def security_from(ns: argparse.Namespace) -> ChannelSecurity:
-    """The token and TLS trust from --token-file/--tls-ca/--tls-pin, else found without flags."""
-    return ChannelSecurity.find(
-        token_file=getattr(ns, "token_file", None),
-        tls_ca=getattr(ns, "tls_ca", None),
-        tls_pin=getattr(ns, "tls_pin", None),
-        insecure_loopback=getattr(ns, "insecure_loopback", False),
-        target=peer_of(ns).target,  # a deployed phone's own token is kept per address (L14)
-    )
-
-
-def client_from(ns: argparse.Namespace, timeout: float | None = None) -> DaemonClient:
-    """A DaemonClient for --target with the token and TLS from the options, environment or config."""
-    return DaemonClient(ns.target, timeout=timeout, security=security_from(ns))
-
-
-def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = RECOMMENDED) -> None:
+def add_sampling(parser: argparse.ArgumentParser, defaults: GenerateParams = RECOMMENDED) -> None:
     """Generation length and sampling options, defaulting to what suits the bundled chat model."""
     parser.add_argument(
         "--max-new-tokens",
@@ -86,12 +50,14 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: SamplingDefaults = R
         default=defaults.repetition_penalty,
         help="divide positive logits of tokens seen in the prompt or the answer; 1 = off",
     )
-    parser.add_argument("--seed", type=non_negative_int, default=None, help="sampling seed (default: random)")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=defaults.seed, help="sampling seed (default: random)"
+    )
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument(
         "--speculation",
         choices=tuple(SPECULATION),
-        default="auto",
+        default=defaults.speculation,
         help=(
             "speculative decoding: auto (default) drafts from the prompt where it pays, with the "
             "same greedy output and the same sampling distribution (docs/speculation.md); off never; "
@@ -106,7 +72,7 @@ def add_window(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kv-window",
         type=non_negative_int,
-        default=0,
+        default=GenerateParams().kv_window,
         metavar="N",
         help="slide a KV window of N tokens (>= 64) for this request, so a prompt or conversation longer "
         "than the model's context still runs (only its start and the last N tokens stay in view); "
@@ -140,18 +106,6 @@ def params_from_args(
         frequency_penalty=frequency_penalty(ns, constrained=constraint is not None),
         presence_penalty=ns.presence_penalty,
     )
-
-
-def sampling_kwargs(ns: argparse.Namespace, constrained: bool = False) -> dict[str, float]:
-    """The SamplingParams fields from parsed arguments (CONSTRAINED: the request has an output constraint)."""
-    return {
-        "top_k": ns.top_k,
-        "top_p": ns.top_p,
-        "min_p": ns.min_p,
-        "repetition_penalty": ns.repetition_penalty,
-        "frequency_penalty": frequency_penalty(ns, constrained),
-        "presence_penalty": ns.presence_penalty,
-    }
 
 
 def read_text_arg(value: str, file: Path | None, what: str = "prompt") -> str:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from edgellm.client.commands.common_args import add_target, client_from
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.common.errors import InvalidArgument
 from edgellm.v1 import device_pb2
 

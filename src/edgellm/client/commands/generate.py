@@ -11,14 +11,13 @@ from pathlib import Path
 from edgellm.client.client import finish_reason_name
 from edgellm.client.commands.common_args import (
     add_sampling,
-    add_target,
     add_window,
-    client_from,
     params_from_args,
     read_text_arg,
 )
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.failures import FAILED, OK
-from edgellm.client.params import Constraint
+from edgellm.client.params import Constraint, GenerateParams
 from edgellm.common.errors import InvalidArgument
 from edgellm.v1 import device_pb2
 
@@ -105,14 +104,7 @@ def run(ns: argparse.Namespace) -> int:
     Exit status 1 when a constrained answer ran out of tokens: what was printed is not valid.
     """
     constraint = constraint_from(ns)
-    text = read_text_arg(ns.prompt, ns.prompt_file)
-    if ns.chat or ns.system is not None:
-        # A chat message is stripped like a chat turn (`edgellm chat` sends lines without their ends).
-        messages = ((("system", ns.system),) if ns.system else ()) + (("user", text.strip()),)
-        params = params_from_args(ns, messages=messages, constraint=constraint)
-    else:
-        params = params_from_args(ns, prompt=text, constraint=constraint)
-    request = params.to_proto()
+    request = _params(ns, constraint).to_proto()
     out = sys.stdout
     wrote = False
     status = OK
@@ -122,27 +114,47 @@ def run(ns: argparse.Namespace) -> int:
             first: float | None = None
             for response in client.stream(request):
                 if response.text:
-                    if first is None:
-                        first = time.perf_counter() - start
+                    first = time.perf_counter() - start if first is None else first
                     out.write(response.text)
                     out.flush()
                     wrote = True
                 if response.finish_reason:
                     out.write("\n")
                     wrote = False
-                    if not ns.quiet_stats:
-                        s = response.stats
-                        sys.stderr.write(
-                            f"[{finish_reason_name(response.finish_reason)}] "
-                            f"TTFT {s.ttft_ms:.0f} ms (client {1000 * (first or 0):.0f} ms) · "
-                            f"prefill {s.prompt_tokens} tok @ {s.prefill_tokens_per_second:.0f} tok/s · "
-                            f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s"
-                            f"{drafts(s)}\n"
-                        )
-                    if constraint is not None and response.finish_reason == device_pb2.FINISH_REASON_LENGTH:
-                        sys.stderr.write(cut_short(constraint, ns.max_new_tokens))
-                        status = FAILED
+                    status = _finished(ns, response, first, constraint)
     finally:
         if wrote:  # interrupted mid-answer: end the line so the shell prompt starts clean
             out.write("\n")
     return status
+
+
+def _params(ns: argparse.Namespace, constraint: Constraint | None) -> GenerateParams:
+    """The prompt (or, with --chat/--system, the chat messages) and the options' parameters."""
+    text = read_text_arg(ns.prompt, ns.prompt_file)
+    if ns.chat or ns.system is not None:
+        # A chat message is stripped like a chat turn (`edgellm chat` sends lines without their ends).
+        messages = ((("system", ns.system),) if ns.system else ()) + (("user", text.strip()),)
+        return params_from_args(ns, messages=messages, constraint=constraint)
+    return params_from_args(ns, prompt=text, constraint=constraint)
+
+
+def _finished(
+    ns: argparse.Namespace,
+    response: device_pb2.GenerateResponse,
+    first: float | None,
+    constraint: Constraint | None,
+) -> int:
+    """Print the summary line (unless --quiet-stats); FAILED when a constrained answer was cut off."""
+    if not ns.quiet_stats:
+        s = response.stats
+        sys.stderr.write(
+            f"[{finish_reason_name(response.finish_reason)}] "
+            f"TTFT {s.ttft_ms:.0f} ms (client {1000 * (first or 0):.0f} ms) · "
+            f"prefill {s.prompt_tokens} tok @ {s.prefill_tokens_per_second:.0f} tok/s · "
+            f"decode {s.completion_tokens} tok @ {s.decode_tokens_per_second:.1f} tok/s"
+            f"{drafts(s)}\n"
+        )
+    if constraint is not None and response.finish_reason == device_pb2.FINISH_REASON_LENGTH:
+        sys.stderr.write(cut_short(constraint, ns.max_new_tokens))
+        return FAILED
+    return OK

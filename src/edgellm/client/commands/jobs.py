@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from edgellm.client.commands.common_args import security_from
+from edgellm.client.connect_args import security_from
 from edgellm.client.failures import BAD_INPUT, FAILED, HOST_SERVICE, INTERRUPTED, OK
 from edgellm.client.host_client import HostClient, follow, outcome
 from edgellm.common.argtypes import float_in, int_in, non_negative_int

@@ -8,7 +8,7 @@ import sys
 import unicodedata
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, client_from
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.jsonout import message_dict
 from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress
 from edgellm.common.allocator import tune_for_streaming

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from edgellm.client.commands.common_args import add_target, client_from
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.jsonout import message_json
 from edgellm.v1 import device_pb2
 
@@ -56,13 +56,19 @@ def tuning(t: device_pb2.ThreadTuning, now: float | None = None) -> str:
         for x in t.trials
     )
     how = "pinned" if t.pinned else "autotuned"
-    when = f"measured at an earlier start in {t.seconds:.1f} s" if t.cached else f"{t.seconds:.1f} s"
-    if t.measured_unix > 0:
-        when += f"; measured {age((time.time() if now is None else now) - t.measured_unix)} ago"
+    when = _when_measured(t, time.time() if now is None else now)
     line = f"{how} {t.threads} (decode {trials}; {when})"
     if any(x.contended and x.threads != t.threads for x in t.trials):  # a loser: the pick in doubt
         line += "; not cached: contended"
     return line + (f"; re-check due at the next idle moment: {t.recheck}" if t.recheck else "")
+
+
+def _when_measured(t: device_pb2.ThreadTuning, now: float) -> str:
+    """How long the autotune took, whether at an earlier start, and how long ago."""
+    when = f"measured at an earlier start in {t.seconds:.1f} s" if t.cached else f"{t.seconds:.1f} s"
+    if t.measured_unix > 0:
+        when += f"; measured {age(now - t.measured_unix)} ago"
+    return when
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import grpc
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.commands.common_args import add_target, client_from
+from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.jsonout import message_dict
 from edgellm.client.plot import Trace, plot_traces, require_matplotlib
 from edgellm.common.argtypes import int_in, non_negative_int
@@ -181,12 +181,29 @@ def run(ns: argparse.Namespace) -> int:
     if ns.plot is not None:
         require_matplotlib()  # before any sampling: a recording that cannot be drawn is time lost
     if ns.source is not None:
-        if ns.plot is None:
-            raise InvalidArgument("--from FILE needs --plot PNG (the image to draw it into)")
-        plot_file(ns.source, ns.plot)
-        sys.stdout.write(f"wrote {ns.plot}\n")
-        return 0
+        return _plot_recording(ns)
     recording = ns.record is not None or ns.plot is not None
+    kept, target = _stream(ns, recording)
+    if recording and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if ns.record is not None:
+        sys.stdout.write(f"recorded {len(kept)} samples to {ns.record}\n")
+    if ns.plot is not None:
+        _plot_kept(kept, ns.plot, f"telemetry {ns.record.name if ns.record else target}")
+    return 0
+
+
+def _plot_recording(ns: argparse.Namespace) -> int:
+    """--from FILE --plot PNG: draw a recording, reading nothing from the daemon."""
+    if ns.plot is None:
+        raise InvalidArgument("--from FILE needs --plot PNG (the image to draw it into)")
+    plot_file(ns.source, ns.plot)
+    sys.stdout.write(f"wrote {ns.plot}\n")
+    return 0
+
+
+def _stream(ns: argparse.Namespace, recording: bool) -> tuple[list[dict[str, Any]], str]:
+    """Read samples into the chosen sink until the limit (or Ctrl-C); the samples kept and the target."""
     limit = ns.samples if (ns.watch or recording or ns.samples) else 1
     with contextlib.ExitStack() as stack:
         record = stack.enter_context(ns.record.open("a", encoding="utf-8")) if ns.record else None
@@ -196,13 +213,11 @@ def run(ns: argparse.Namespace) -> int:
             sys.stderr.write("recording; Ctrl-C to stop\n")
         for s in _samples(client, ns.interval_ms, limit):
             sink.write(s)
-    if recording and sys.stderr.isatty():
-        sys.stderr.write("\n")
-    if ns.record is not None:
-        sys.stdout.write(f"recorded {len(sink.kept)} samples to {ns.record}\n")
-    if ns.plot is not None:
-        if not sink.kept:
-            raise FailedPrecondition("no samples to plot: the stream ended before the first one")
-        plot_samples(sink.kept, ns.plot, f"telemetry {ns.record.name if ns.record else client.target}")
-        sys.stdout.write(f"wrote {ns.plot}\n")
-    return 0
+    return sink.kept, client.target
+
+
+def _plot_kept(kept: list[dict[str, Any]], png: Path, title: str) -> None:
+    if not kept:
+        raise FailedPrecondition("no samples to plot: the stream ended before the first one")
+    plot_samples(kept, png, title)
+    sys.stdout.write(f"wrote {png}\n")

@@ -6,6 +6,7 @@ messages here. Neither the core nor the servicer builds a message field by field
 
 from __future__ import annotations
 
+from edgellm.common.proto_fields import copied
 from edgellm.device.artifact import Artifact
 from edgellm.device.constrain import Constraint, ConstraintKind
 from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, TelemetryFrame
@@ -110,22 +111,8 @@ def generate_response(event: Event, request_id: str) -> device_pb2.GenerateRespo
 
 
 def stats_message(s: Stats) -> device_pb2.GenerateStats:
-    """GenerateStats from the core's Stats."""
-    return device_pb2.GenerateStats(
-        prompt_tokens=s.prompt_tokens,
-        completion_tokens=s.completion_tokens,
-        ttft_ms=s.ttft_ms,
-        prefill_tokens_per_second=s.prefill_tokens_per_second,
-        decode_tokens_per_second=s.decode_tokens_per_second,
-        prefilled_tokens=s.prefilled_tokens,
-        evicted_tokens=s.evicted_tokens,
-        queue_ms=s.queue_ms,
-        total_ms=s.total_ms,
-        constraint_ms=s.constraint_ms,
-        draft_tokens=s.draft_tokens,
-        accepted_draft_tokens=s.accepted_draft_tokens,
-        repaired_tokens=s.repaired_tokens,
-    )
+    """GenerateStats from the core's Stats (the same field names)."""
+    return copied(device_pb2.GenerateStats, s)
 
 
 def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
@@ -155,38 +142,20 @@ def artifact_status_message(st: StoreStatus) -> device_pb2.ArtifactStatus:
 
 
 def status_message(s: DaemonState) -> device_pb2.DaemonStatus:
-    """DaemonStatus from the core's DaemonState."""
-    msg = device_pb2.DaemonStatus(
-        version=s.version,
+    """DaemonStatus from the core's DaemonState (same-named fields copied; `model` set below)."""
+    tuning = s.thread_tuning
+    msg = copied(
+        device_pb2.DaemonStatus,
+        s,
+        skip=("model",),
         engine_state=STATES[s.engine_state],
-        threads=s.threads,
-        queue_depth=s.queue_depth,
-        queue_capacity=s.queue_capacity,
-        max_new_tokens_cap=s.max_new_tokens_cap,
-        requests_served=s.requests_served,
-        uptime_seconds=s.uptime_seconds,
-        kv_window=s.kv_window,
-        n_keep=s.n_keep,
         governor=governor_message(s.governor),
-        thread_tuning=device_pb2.ThreadTuning(
-            threads=s.thread_tuning.threads,
-            pinned=s.thread_tuning.pinned,
-            trials=[
-                device_pb2.ThreadTrial(
-                    threads=t.threads,
-                    decode_tokens_per_second=t.decode_tokens_per_second,
-                    prefill_tokens_per_second=t.prefill_tokens_per_second,
-                    contended=t.contended,
-                )
-                for t in s.thread_tuning.trials
-            ],
-            seconds=s.thread_tuning.seconds,
-            cached=s.thread_tuning.cached,
-            measured_unix=s.thread_tuning.measured_unix if s.thread_tuning.trials else 0.0,
-            recheck=s.thread_tuning.recheck,
+        thread_tuning=copied(
+            device_pb2.ThreadTuning,
+            tuning,
+            trials=[copied(device_pb2.ThreadTrial, t) for t in tuning.trials],
+            measured_unix=tuning.measured_unix if tuning.trials else 0.0,
         ),
-        draft_tokens_total=s.draft_tokens_total,
-        accepted_draft_tokens_total=s.accepted_draft_tokens_total,
     )
     if s.model is not None:
         msg.model.CopyFrom(artifact_info(s.model.artifact, loaded=True))
@@ -197,53 +166,31 @@ def status_message(s: DaemonState) -> device_pb2.DaemonStatus:
 
 
 def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
-    """GovernorState from the governor's snapshot."""
-    return device_pb2.GovernorState(
-        policy=g.policy,
-        threads=g.threads,
-        cluster=g.cluster,
-        power=g.power,
-        pacing_ms=g.pacing_ms,
-        setpoint_c=g.setpoint_c,
-        last_decision=g.last_decision,
-        last_reason=g.last_reason,
-        last_decision_unix=g.last_decision_unix,
-        capabilities=[
-            device_pb2.GovernorCapability(name=c.name, kind=c.kind, live=c.live, detail=c.detail)
-            for c in g.capabilities
-        ],
-        mode=g.mode,
-        thermal_headroom=g.thermal_headroom,
-        frontier=g.frontier,
-        model_tau_s=g.model_tau_s,
-        model_ambient_c=g.model_ambient_c,
-        rung=g.rung,
+    """GovernorState from the governor's snapshot (the same field names)."""
+    return copied(
+        device_pb2.GovernorState,
+        g,
+        capabilities=[copied(device_pb2.GovernorCapability, c) for c in g.capabilities],
     )
 
 
 def sample_message(frame: TelemetryFrame) -> device_pb2.TelemetrySample:
     """One TelemetrySample: OS reading + engine + governor."""
     r = frame.reading
-    msg = device_pb2.TelemetrySample(
+    msg = copied(
+        device_pb2.TelemetrySample,
+        frame,
+        # the OS reading's fields, whose names differ on the wire
         unix_time=r.unix_time,
-        zones=[device_pb2.ThermalZone(name=z.name, kind=z.kind, celsius=z.celsius) for z in r.zones],
-        cores=[
-            device_pb2.CoreFrequency(cpu=c.cpu, cluster=c.cluster, cur_khz=c.cur_khz, max_khz=c.max_khz)
-            for c in r.cores
-        ],
+        zones=[copied(device_pb2.ThermalZone, z) for z in r.zones],
+        cores=[copied(device_pb2.CoreFrequency, c) for c in r.cores],
         mem_available_bytes=r.memory.available_bytes,
         mem_total_bytes=r.memory.total_bytes,
         rss_bytes=r.process.rss_bytes,
         rss_peak_bytes=r.process.rss_peak_bytes,
-        engine_state=STATES[frame.engine_state],
-        tokens_per_second=frame.tokens_per_second,
-        last_ttft_ms=frame.last_ttft_ms,
-        governor=governor_message(frame.governor),
         process_cpu_seconds=r.process.cpu_seconds,
-        kv_tokens=frame.kv_tokens,
-        throttled_seconds=frame.throttled_seconds,
-        draft_tokens_total=frame.draft_tokens_total,
-        accepted_draft_tokens_total=frame.accepted_draft_tokens_total,
+        engine_state=STATES[frame.engine_state],
+        governor=governor_message(frame.governor),
     )
     if r.soc_c is not None:
         msg.soc_celsius = r.soc_c
