@@ -50,8 +50,11 @@ def test_the_package_keeps_every_import_contract() -> None:
     ("module", "target", "contract"),
     [
         ("common/upward.py", "edgellm.device.generation", "Programs"),
-        ("device/engine/upward.py", "edgellm.device.core.daemon", "Inside the daemon"),
-        ("gateway/upward.py", "edgellm.device.artifact", "The gateway reaches the daemon"),
+        ("engine/upward.py", "edgellm.device.generation", "Programs"),
+        ("host/upward.py", "edgellm.client.client", "Programs"),
+        ("client/upward.py", "edgellm.host.jobs", "Programs"),
+        ("device/governor/upward.py", "edgellm.device.core.daemon", "Inside the daemon"),
+        ("gateway/upward.py", "edgellm.engine.artifact", "The gateway reaches the daemon"),
     ],
 )
 def test_a_new_wrong_way_import_breaks_the_contract_and_is_named(

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import grpc
 
-from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient
 from edgellm.client.failures import Peer, peer_of, rpc_failure
 from edgellm.client.params import SPECULATION, Constraint, GenerateParams
 from edgellm.client.sampling import RECOMMENDED, SamplingDefaults
 from edgellm.common.argtypes import float_in, non_negative_int, positive_int
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.security_args import add_client_security
 from edgellm.common.targets import DEFAULT_TARGET, TARGET_ENV

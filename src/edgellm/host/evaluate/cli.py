@@ -151,7 +151,8 @@ def _legacy(
 
 def _print_result(result: dict[str, Any], why: str) -> None:
     """The table, what was not measured and why, and the protocol behind the perplexity."""
-    from edgellm.host.evaluate.report import protocol, table
+    from edgellm.common.score_table import table
+    from edgellm.host.evaluate.report import protocol
 
     sys.stdout.write(table(result["results"]) + "\n")
     mnn = "mnn = the artifact through MNN's prefill path"
