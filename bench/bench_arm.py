@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_kv import load, log_softmax_nll, score, stream_ids
-from edgellm.device.kv_window import KvMethod, WindowPolicy
+from edgellm.engine.kv_window import KvMethod, WindowPolicy
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = {

@@ -25,8 +25,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.paths import default_artifact_dir
 
 TUNING: list[tuple[str, str | None]] = [

@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 
 from bench.constrained_cases import TEMPERATURE, Answer, Case, ask, cases
-from edgellm.client.channel import ChannelSecurity, open_aio_channel
-from edgellm.device.artifact import open_artifact
+from edgellm.common.channel import ChannelSecurity, open_aio_channel
 from edgellm.device.config import DaemonConfig
 from edgellm.device.constrain import Constraint, ConstraintKind, TokenGuide
 from edgellm.device.constrain.library import TokenizerCache
 from edgellm.device.rpc.server import start_server
+from edgellm.engine.artifact import open_artifact
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 

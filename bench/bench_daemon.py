@@ -30,16 +30,16 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient, build_request
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.tls import ClientTls
 from edgellm.device.config import DaemonConfig
-from edgellm.device.engine.base import Engine
 from edgellm.device.generation import GenerationJob, run_generation
-from edgellm.device.kv_cache import KvCache
-from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.device.sampler import SamplingConfig
+from edgellm.engine.base import Engine
+from edgellm.engine.kv_cache import KvCache
+from edgellm.engine.kv_window import WindowPolicy
 
 T = TypeVar("T")
 

@@ -29,8 +29,8 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 
 from bench.servers import free_port, serve
-from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient, build_request
+from edgellm.common.channel import ChannelSecurity
 
 MESSAGES = (
     ("system", "You are a helpful travel assistant."),

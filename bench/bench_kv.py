@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 
 from edgellm.common.paths import data_dir, default_artifact_dir
-from edgellm.device.artifact import open_artifact
-from edgellm.device.engine.config import EngineConfig
-from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import GenerationJob, run_generation
-from edgellm.device.kv_cache import FeedStats, KvCache
-from edgellm.device.kv_window import KvMethod, WindowPolicy
 from edgellm.device.sampler import SamplingConfig
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.kv_cache import FeedStats, KvCache
+from edgellm.engine.kv_window import KvMethod, WindowPolicy
+from edgellm.engine.mnn import MnnEngine
 
 CHUNK = 32
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import grpc
 
-from edgellm.client.push import Pusher
 from edgellm.common.paths import default_artifact_dir
+from edgellm.common.pusher import Pusher
 from edgellm.host.convert.pipeline import ensure_default_artifact
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.reliability.daemon_proc import DaemonProcess

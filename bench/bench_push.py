@@ -36,11 +36,11 @@ from typing import NamedTuple
 
 import grpc
 
-from edgellm.client.channel import ChannelSecurity, open_channel
 from edgellm.client.client import MAX_MESSAGE_BYTES
-from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress, load_local
 from edgellm.common.allocator import tune_for_streaming
+from edgellm.common.channel import ChannelSecurity, open_channel
 from edgellm.common.paths import default_artifact_dir
+from edgellm.common.pusher import CHUNK_BYTES, Pusher, PushProgress, load_local
 from edgellm.common.tls import ClientTls
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import start_server

@@ -23,16 +23,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edgellm.device.artifact import open_artifact
 from edgellm.device.decoding import CALIBRATION_TEXT, Speculation, measure_forward_costs
-from edgellm.device.drafting import ForwardCosts
-from edgellm.device.engine.base import Engine
-from edgellm.device.engine.config import EngineConfig
-from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import Delta, Event, GenerationJob, render_prompt, run_generation
-from edgellm.device.kv_cache import KvCache
-from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.sampler import SamplingConfig
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.base import Engine
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.kv_cache import KvCache
+from edgellm.engine.kv_window import WindowPolicy
+from edgellm.engine.mnn import MnnEngine
 
 PROMPTS = Path(__file__).parent / "prompts"
 SETS = ("grounded", "open")

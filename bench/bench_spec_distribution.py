@@ -20,15 +20,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from edgellm.common.chi2 import two_sample
-from edgellm.device.artifact import open_artifact
 from edgellm.device.decoding import CALIBRATION_TEXT, Speculation, measure_forward_costs
-from edgellm.device.drafting import ForwardCosts
-from edgellm.device.engine.config import EngineConfig
-from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import Delta, Event, GenerationJob, run_generation
-from edgellm.device.kv_cache import KvCache
-from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.sampler import SamplingConfig
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.kv_cache import KvCache
+from edgellm.engine.kv_window import WindowPolicy
+from edgellm.engine.mnn import MnnEngine
 
 PROMPT = (
     "Repeat the following passage word for word.\n\nThe river runs past the old mill and under the stone "

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from bench.bench_spec import SETS, load_set
-from edgellm.device.artifact import open_artifact
-from edgellm.device.engine.config import EngineConfig
-from edgellm.device.engine.mnn import MnnEngine
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.mnn import MnnEngine
 
 
 def spread(a: np.ndarray, ref: np.ndarray) -> float:

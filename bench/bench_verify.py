@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from edgellm.device.artifact import open_artifact
 from edgellm.device.decoding import CALIBRATION_TEXT
-from edgellm.device.engine.config import EngineConfig, verify_lengths
-from edgellm.device.engine.mnn import MnnEngine
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.config import EngineConfig, verify_lengths
+from edgellm.engine.mnn import MnnEngine
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import httpx
 
-from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient
+from edgellm.common.channel import ChannelSecurity
 
 
 def free_port() -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from edgellm.client.channel import ChannelSecurity, open_channel
+from edgellm.common.channel import ChannelSecurity, open_channel
 from edgellm.common.pins import known_certs, trust_of
 
 QUESTION = "What is the capital of France?"

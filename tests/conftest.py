@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from edgellm.client.channel import ChannelSecurity, open_aio_channel
+from edgellm.common.channel import ChannelSecurity, open_aio_channel
 from edgellm.common.paths import default_artifact_dir
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
 from edgellm.device.config import DaemonConfig

@@ -43,15 +43,21 @@ def lint_imports(src: Path, config: Path) -> subprocess.CompletedProcess[str]:
 def test_the_package_keeps_every_import_contract() -> None:
     result = lint_imports(SRC, CONFIG)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
 
 
 @pytest.mark.parametrize(
     ("module", "target", "contract"),
     [
         ("common/upward.py", "edgellm.device.generation", "Programs"),
-        ("device/engine/upward.py", "edgellm.device.core.daemon", "Inside the daemon"),
-        ("gateway/upward.py", "edgellm.device.artifact", "The gateway reaches the daemon"),
+        ("engine/upward.py", "edgellm.device.generation", "Programs"),
+        ("host/upward.py", "edgellm.client.client", "Programs"),
+        ("client/upward.py", "edgellm.host.jobs", "Programs"),
+        ("device/governor/upward.py", "edgellm.device.core.daemon", "Inside the daemon"),
+        ("gateway/upward.py", "edgellm.engine.artifact", "The gateway reaches the daemon"),
+        # A building block (here written over an existing one) may not reach up to the builder.
+        ("host/quantize/grid.py", "edgellm.host.builder.pipeline", "Inside the host"),
+        ("host/builder/pipeline.py", "edgellm.host.quantize.auto", "Inside the host"),
     ],
 )
 def test_a_new_wrong_way_import_breaks_the_contract_and_is_named(
@@ -66,7 +72,7 @@ def test_a_new_wrong_way_import_breaks_the_contract_and_is_named(
 
     importer = "edgellm." + module.removesuffix(".py").replace("/", ".")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "2 kept, 1 broken" in result.stdout
+    assert "3 kept, 1 broken" in result.stdout
     broken = result.stdout.split("Broken contracts", 1)[1]
     assert broken.lstrip("-\n").startswith(contract)
     assert f"{importer} -> {target}" in broken

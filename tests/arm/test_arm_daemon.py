@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from edgellm.client.client import DaemonClient
-from edgellm.client.push import Pusher
+from edgellm.common.pusher import Pusher
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 from scripts.arm64_env import ArmEnv
 from tests.arm.conftest import SD8G3, EmulatedDaemon, mnn_backend

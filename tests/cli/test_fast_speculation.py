@@ -19,7 +19,7 @@ import pytest
 
 from edgellm.cli import main
 from edgellm.client.aio import connect
-from edgellm.client.channel import ChannelSecurity
+from edgellm.common.channel import ChannelSecurity
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.server import start_gateway

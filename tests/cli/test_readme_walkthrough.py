@@ -32,7 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from openai import OpenAI
 
 from edgellm.cli import build_parser
-from edgellm.client.channel import ChannelSecurity, open_channel
+from edgellm.common.channel import ChannelSecurity, open_channel
 from edgellm.common.tls import ClientTls
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,12 +7,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from edgellm.device.artifact import open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning
 from edgellm.device.core.tuning_cache import TuningCache, tuning_key
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.device.rpc.server import start_server as start_daemon
+from edgellm.engine.artifact import open_artifact
 from tests.cli.conftest import LoopThread, Result
 from tests.fakes.fake_artifact import write_fake_artifact
 from tests.fakes.fake_engine import FakeEngine

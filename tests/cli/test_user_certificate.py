@@ -25,7 +25,7 @@ from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.client.aio import connect
-from edgellm.client.channel import ChannelSecurity
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.tls import ClientTls
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
 from edgellm.gateway.config import GatewayConfig

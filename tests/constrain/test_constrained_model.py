@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bench.constrained_cases import Case, ask, cases
-from edgellm.device.artifact import open_artifact
 from edgellm.device.constrain.library import GrammarTokenizer, load_library
+from edgellm.engine.artifact import open_artifact
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 ALL = [pytest.param(c, id=f"{split}-{c.name}") for split in ("tuning", "held_out") for c in cases(split)]

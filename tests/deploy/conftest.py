@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edgellm.client.channel import ChannelSecurity
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.tokens import CONFIG_DIR_ENV
 from edgellm.deploy.adb import AdbServer
 from edgellm.deploy.device import DeployConfig, DeployIO

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
     from edgellm.cli import build_parser
     from edgellm.device.cli import config_from
     from edgellm.device.rpc.server import start_server
-    from edgellm.client.channel import ChannelSecurity, open_aio_channel
+    from edgellm.common.channel import ChannelSecurity, open_aio_channel
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     ns = build_parser().parse_args(["daemon", "--port", "0", "--data-dir", sys.argv[1]])

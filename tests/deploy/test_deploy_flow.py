@@ -62,7 +62,7 @@ def assert_only_real_commands(rig: Rig) -> None:
 
 def health(port: int) -> str:
     """Health through the forward, trusting what the deploy trusted (no token: health needs none)."""
-    from edgellm.client.channel import ChannelSecurity, open_channel, trusted_tls
+    from edgellm.common.channel import ChannelSecurity, open_channel, trusted_tls
 
     with open_channel(f"127.0.0.1:{port}", ChannelSecurity(None, tls=trusted_tls(ChannelSecurity()))) as ch:
         r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
@@ -313,7 +313,7 @@ def test_missing_plugins_only_warn(rig: Rig) -> None:
 
 def test_real_resumable_push_through_the_forward(rig: Rig, tmp_path: Path) -> None:
     """After the deploy, the real push client reaches the (real) daemon through the fake's forward."""
-    from edgellm.client.channel import ChannelSecurity, open_channel
+    from edgellm.common.channel import ChannelSecurity, open_channel
     from edgellm.deploy.device import push_artifact
     from edgellm.v1 import device_pb2, device_pb2_grpc
     from tests.manifests import manifest_for

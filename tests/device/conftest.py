@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from edgellm.device.artifact import open_artifact
-from edgellm.device.engine.config import EngineConfig
-from edgellm.device.engine.mnn import MnnEngine
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.mnn import MnnEngine
 
 
 @pytest.fixture(scope="module")

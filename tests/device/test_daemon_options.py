@@ -12,9 +12,9 @@ from edgellm.common.cli_options import values_from
 from edgellm.common.tokens import TOKEN_ENV
 from edgellm.device import cli as daemon_cli
 from edgellm.device.config import DaemonConfig
-from edgellm.device.engine.config import KvQuant
 from edgellm.device.governor.actuation import GovernorPolicy
-from edgellm.device.kv_window import KvMethod
+from edgellm.engine.config import KvQuant
+from edgellm.engine.kv_window import KvMethod
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgellm.device.engine.mnn import MnnEngine
+from edgellm.engine.mnn import MnnEngine
 
 CLONE_WARNING = "module need new clone"
 

@@ -20,9 +20,9 @@ from edgellm.common.errors import FailedPrecondition
 from edgellm.device import cli as daemon_cli
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.models import check_forward
-from edgellm.device.mnn_paths import check_mnn_paths
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.device.store import ArtifactStore, parse_manifest
+from edgellm.engine.mnn_paths import check_mnn_paths
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 

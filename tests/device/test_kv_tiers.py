@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import Delta, Event, GenerationJob, run_generation
-from edgellm.device.kv_cache import KvCache
-from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.sampler import SamplingConfig
+from edgellm.engine.kv_cache import KvCache
+from edgellm.engine.kv_window import WindowPolicy
+from edgellm.engine.mnn import MnnEngine
 
 QUESTIONS = ["Tell me about the history of Rome.", "And what happened after that?"]
 

@@ -6,8 +6,8 @@ import pytest
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.runtime import Runtime
-from edgellm.device.engine.config import KvQuant, attention_mode
-from edgellm.device.kv_window import WindowPolicy, eviction_range, system_prompt_length
+from edgellm.engine.config import KvQuant, attention_mode
+from edgellm.engine.kv_window import WindowPolicy, eviction_range, system_prompt_length
 
 S, E, NL = 1, 2, 198  # <|im_start|>, <|im_end|>, "\n"
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from edgellm.common.mnn_llm import MnnLlm
-from edgellm.device.engine.config import EngineConfig
+from edgellm.engine.config import EngineConfig
 
 HOSTILE = {
     "kvcache_mmap": True,

@@ -11,7 +11,7 @@ from edgellm.common.errors import FailedPrecondition
 from edgellm.common.runtime import Runtime
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.daemon import DaemonCore
-from edgellm.device.engine.config import KvQuant
+from edgellm.engine.config import KvQuant
 from tests.fakes.fake_artifact import write_fake_artifact
 from tests.fakes.fake_engine import FakeEngine
 

@@ -15,17 +15,18 @@ import numpy as np
 import pytest
 
 from edgellm.common.chi2 import goodness_of_fit, two_sample
-from edgellm.device.artifact import open_artifact
 from edgellm.device.constrain import Constraint, ConstraintKind, TokenGuide
 from edgellm.device.constrain.library import TokenizerCache
 from edgellm.device.decoding import Speculation, TokenLoop
-from edgellm.device.drafting import DraftPolicy, ForwardCosts, NgramDrafter
-from edgellm.device.engine.config import EngineConfig
+from edgellm.device.drafting import DraftPolicy, NgramDrafter
 from edgellm.device.generation import Delta, Event, Finished, GenerationJob, run_generation
-from edgellm.device.kv_cache import FeedStats, KvCache
-from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.rpc.wire import job_from
 from edgellm.device.sampler import Sampler, SamplingConfig
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.kv_cache import FeedStats, KvCache
+from edgellm.engine.kv_window import WindowPolicy
 from edgellm.v1 import device_pb2
 from tests.fakes.fake_artifact import write_fake_artifact
 from tests.fakes.fake_engine import FakeEngine

@@ -19,15 +19,15 @@ import pytest
 from bench.bench_spec import divergence
 from edgellm.common.chi2 import goodness_of_fit
 from edgellm.device import generation
-from edgellm.device.artifact import open_artifact
 from edgellm.device.decoding import Speculation
-from edgellm.device.drafting import ForwardCosts
-from edgellm.device.engine.config import EngineConfig
-from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import Delta, Event, GenerationJob, Stats, run_generation
-from edgellm.device.kv_cache import KvCache
-from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.sampler import Sampler, SamplingConfig
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.kv_cache import KvCache
+from edgellm.engine.kv_window import WindowPolicy
+from edgellm.engine.mnn import MnnEngine
 
 SETS = Path(__file__).parents[2] / "bench" / "prompts"
 # docs/speculation.md: a `fast` greedy answer leaves plain decoding's only where plain's own logits

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edgellm.common.score_table import table
 from edgellm.host.evaluate.evaluate import EvalConfig, evaluate
 from edgellm.host.evaluate.metrics import Accumulator, log_softmax
-from edgellm.host.evaluate.report import table
 from edgellm.host.evaluate.scorers import Scorer
 from edgellm.host.evaluate.windows import windows
 

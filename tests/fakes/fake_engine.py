@@ -18,9 +18,9 @@ import numpy as np
 
 from edgellm.common.errors import Unavailable
 from edgellm.common.token_table import TokenTable
-from edgellm.device.artifact import Artifact
-from edgellm.device.engine.base import Logits
-from edgellm.device.engine.config import EngineConfig
+from edgellm.engine.artifact import Artifact
+from edgellm.engine.base import Logits
+from edgellm.engine.config import EngineConfig
 from tests.fakes.fake_artifact import IM_END, PIECES
 
 DEFAULT_REPLY = " The capital of France is Paris."
@@ -29,7 +29,7 @@ TIE_SKEW = 0.5  # at a scripted near-tie, how far batched KV moves the runner-up
 
 
 class FakeEngine:
-    """Implements `edgellm.device.engine.base.Engine` without a model (a test fake)."""
+    """Implements `edgellm.engine.base.Engine` without a model (a test fake)."""
 
     def __init__(
         self,

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from edgellm.client.aio import connect
-from edgellm.client.channel import ChannelSecurity
+from edgellm.common.channel import ChannelSecurity
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.gateway.app import Gateway
 from edgellm.gateway.config import GatewayConfig

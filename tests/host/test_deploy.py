@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from edgellm.client.channel import ChannelSecurity, open_aio_channel
+from edgellm.common.channel import ChannelSecurity, open_aio_channel
 from edgellm.common.tokens import TOKEN_ENV
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import start_server
@@ -34,9 +34,9 @@ async def test_deploy_reports_device_numbers(
         )
     finally:
         await d.stop(0)
-    assert result["load_ms"] > 0 and result["warmup_ms"] > 0
-    assert result["ttft_ms"] > 0 and result["decode_tokens_per_second"] > 0
-    assert result["bytes_sent"] == result["bytes_total"]
+    assert result.load_ms > 0 and result.warmup_ms > 0
+    assert result.ttft_ms > 0 and result.decode_tokens_per_second > 0
+    assert result.bytes_sent == result.bytes_total
     fractions = [f for f, _ in events]
     assert all(b >= a - 1e-9 for a, b in itertools.pairwise(fractions))
     assert fractions[-1] == 1.0
@@ -85,6 +85,11 @@ async def test_deploy_rpc_streams_the_job_and_list_artifacts(
         await host.stop(0)
         await d.stop(0)
     assert events[-1].done and not events[-1].error
-    result = json.loads(events[-1].result_json)
+    result = json.loads(events[-1].result_json)  # the deprecated JSON, kept for older clients
     assert result["ttft_ms"] > 0 and result["load_ms"] > 0
+    typed = events[-1].deploy
+    assert typed.ttft_ms == result["ttft_ms"] and typed.load_ms == result["load_ms"]
+    assert (
+        typed.artifact_id == result["artifact_id"] and typed.completion_tokens == result["completion_tokens"]
+    )
     assert any("MB/s" in e.progress.message for e in events)

@@ -15,6 +15,7 @@ import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.common.errors import InvalidArgument
+from edgellm.host.job_results import JobResult
 from edgellm.host.jobs import JobManager
 from edgellm.host.server import HostConfig, start_server
 from edgellm.v1 import host_pb2, host_pb2_grpc
@@ -44,8 +45,12 @@ async def test_scan_streams_progress_and_result(
     )
     assert events[0].job_id and all(e.job_id == events[0].job_id for e in events)
     assert events[-1].done and not events[-1].error
-    result = json.loads(events[-1].result_json)
+    result = json.loads(events[-1].result_json)  # the deprecated JSON, kept for older clients
     assert "Attention" in result["fallback"]
+    assert events[-1].WhichOneof("result") == "scan"
+    typed = events[-1].scan
+    assert typed.backend == "npu" and "Attention" in typed.fallback
+    assert {o.op for o in typed.ops if not o.supported} == set(typed.fallback)
     assert [e.progress.fraction for e in events] == sorted(e.progress.fraction for e in events)
 
 
@@ -62,10 +67,14 @@ async def test_evaluate_survives_disconnect_and_can_be_rewatched(
     assert events[0].job_id == job_id and events[0].progress.stage == "queued"  # replayed from the start
     last = events[-1]
     assert last.done and not last.error, last.error
-    result = json.loads(last.result_json)
+    result = json.loads(last.result_json)  # the deprecated JSON, kept for older clients
     assert result["results"]["mnn"]["ppl"] > 1 and result["results"]["fp"]["ppl"] > 1
+    scores = {s.model: s for s in last.evaluate.scores}
+    assert scores["mnn"].ppl == result["results"]["mnn"]["ppl"] and scores["fp"].ppl > 1
+    assert scores["mnn"].HasField("kl") and scores["fp"].kl == 0  # fp against itself
+    assert last.evaluate.tokens == 160 and last.evaluate.artifact == str(path)
     again = await _drain(stub.WatchJob(host_pb2.WatchJobRequest(job_id=job_id)))  # finished jobs stay
-    assert again[-1].result_json == last.result_json
+    assert again[-1].result_json == last.result_json and again[-1].evaluate == last.evaluate
 
 
 @pytest.mark.parametrize(
@@ -137,7 +146,7 @@ async def test_bad_requests_get_precise_status(
 def test_failed_job_reports_error_to_watchers(error: Exception, reported: str) -> None:
     jobs = JobManager()
 
-    def boom(progress: Any) -> dict[str, Any]:
+    def boom(progress: Any) -> JobResult:
         progress(0.5, "work: half")
         raise error
 

@@ -13,10 +13,10 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from edgellm.client.push import PUSH_METHOD
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.manifest import SCHEMA_VERSION
 from edgellm.common.push_wire import encode_manifest
+from edgellm.common.pusher import PUSH_METHOD
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc

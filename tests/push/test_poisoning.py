@@ -17,7 +17,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from edgellm.client.push import load_local
+from edgellm.common.pusher import load_local
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.manifests import manifest_doc

@@ -15,10 +15,10 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from edgellm.client.push import Pusher, PushProgress, load_local
-from edgellm.device.artifact import open_artifact
+from edgellm.common.pusher import Pusher, PushProgress, load_local
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.engine.artifact import open_artifact
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.manifests import manifest_doc, manifest_for
 

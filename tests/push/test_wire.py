@@ -8,8 +8,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from edgellm.client.push import PUSH_METHOD
 from edgellm.common.push_wire import MAX_FIELDS, decode, encode_chunk, encode_manifest
+from edgellm.common.pusher import PUSH_METHOD
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import start_server
 from edgellm.v1 import device_pb2

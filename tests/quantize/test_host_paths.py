@@ -10,8 +10,8 @@ from typing import Any
 
 import grpc
 
-from edgellm.client.push import Pusher
 from edgellm.common.artifact_files import read_manifest
+from edgellm.common.pusher import Pusher
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import start_server
 from edgellm.host.builder.host_source import HOST_SOURCE, host_hf_dir

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from edgellm.client.channel import ChannelSecurity, open_channel
+from edgellm.common.channel import ChannelSecurity, open_channel
 from edgellm.common.tls import ClientTls
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV
 

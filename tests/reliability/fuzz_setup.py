@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgellm.client.channel import ChannelSecurity, open_channel
-from edgellm.client.push import Pusher
+from edgellm.common.channel import ChannelSecurity, open_channel
+from edgellm.common.pusher import Pusher
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.reliability.daemon_proc import DaemonProcess
 from tests.reliability.hostile import FuzzTarget

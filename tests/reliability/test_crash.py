@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from bench.bench_crash import corrupt_artifacts
-from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress, PushReport
+from edgellm.common.pusher import CHUNK_BYTES, Pusher, PushProgress, PushReport
 from edgellm.device.store import parse_manifest
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.polling import poll

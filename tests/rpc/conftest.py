@@ -11,7 +11,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from edgellm.client.channel import ChannelSecurity, open_aio_channel
+from edgellm.common.channel import ChannelSecurity, open_aio_channel
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.v1 import device_pb2_grpc

@@ -17,9 +17,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from edgellm.client.channel import ChannelSecurity, open_aio_channel, open_channel
 from edgellm.client.client import DaemonClient
 from edgellm.common.auth import TokenAuthInterceptor, check_bind
+from edgellm.common.channel import ChannelSecurity, open_aio_channel, open_channel
 from edgellm.common.errors import FailedPrecondition, InvalidArgument, Unauthenticated
 from edgellm.common.tls import ClientTls, fingerprint
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 
 from edgellm.client.commands.status import tuning
-from edgellm.device.artifact import Artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core import models
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning, candidate_threads
 from edgellm.device.core.contention import CpuTimes
 from edgellm.device.core.tuning_cache import CostsCache, JsonMap, TuningCache, costs_key, tuning_key
 from edgellm.device.decoding import measure_forward_costs
-from edgellm.device.drafting import ForwardCosts
-from edgellm.device.engine.config import EngineConfig
 from edgellm.device.rpc.server import start_server
 from edgellm.device.rpc.wire import status_message
+from edgellm.engine.artifact import Artifact
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.costs import ForwardCosts
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_engine import FakeEngine
 from tests.rpc.conftest import channel_to

@@ -7,11 +7,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from edgellm.device.artifact import Artifact
 from edgellm.device.config import DaemonConfig
-from edgellm.device.engine.base import Logits
-from edgellm.device.engine.config import EngineConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.engine.artifact import Artifact
+from edgellm.engine.base import Logits
+from edgellm.engine.config import EngineConfig
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_engine import FakeEngine
 from tests.polling import apoll

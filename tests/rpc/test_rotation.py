@@ -15,9 +15,9 @@ import grpc
 import pytest
 
 from edgellm.cli import main
-from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient
 from edgellm.client.host_client import HostClient
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.errors import FailedPrecondition
 from edgellm.common.tls import generate_self_signed
 from edgellm.common.tokens import (

@@ -22,7 +22,7 @@ import pytest_asyncio
 
 from edgellm.cli import main
 from edgellm.client.aio import connect
-from edgellm.client.channel import ChannelSecurity
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.pins import known_certs, trust_of
 from edgellm.common.tls import ServerTls, fingerprint, generate_self_signed
 from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV, TOKEN_ENV, write_secret

@@ -18,18 +18,18 @@ from pathlib import Path
 import pytest
 
 from edgellm.client.commands.status import tuning as tuning_line
-from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core import models
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning, tune_threads
 from edgellm.device.core.contention import CpuTimes, busy_seconds, judge
 from edgellm.device.core.retune import RATIO, WINDOW, RateWatch
 from edgellm.device.core.tuning_cache import TuningCache
-from edgellm.device.engine.base import Logits
-from edgellm.device.engine.config import EngineConfig
 from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.rpc.server import start_server
 from edgellm.device.rpc.wire import status_message
+from edgellm.engine.artifact import Artifact, open_artifact
+from edgellm.engine.base import Logits
+from edgellm.engine.config import EngineConfig
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 from tests.fakes.fake_engine import FakeEngine
 from tests.rpc.conftest import channel_to

@@ -15,10 +15,10 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from edgellm.device.artifact import Artifact
 from edgellm.device.config import DaemonConfig
-from edgellm.device.engine.config import EngineConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.engine.artifact import Artifact
+from edgellm.engine.config import EngineConfig
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 from tests.fakes.fake_engine import DEFAULT_REPLY, FakeEngine
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from edgellm.client.channel import ChannelSecurity, _security, handshake_failed, open_aio_channel, trusted_tls
+from edgellm.common.channel import ChannelSecurity, _security, handshake_failed, open_aio_channel, trusted_tls
 from edgellm.common.pins import diagnose
 from edgellm.common.targets import resolve_target
 from edgellm.common.tls import ClientTls

@@ -10,8 +10,8 @@ from typing import Any, ParamSpec
 
 import grpc
 
-from edgellm.client.channel import MAX_MESSAGE_BYTES, ChannelSecurity, open_channel
 from edgellm.client.params import SPECULATION, GenerateParams
+from edgellm.common.channel import MAX_MESSAGE_BYTES, ChannelSecurity, open_channel
 from edgellm.common.targets import resolve_target
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
@@ -48,7 +48,7 @@ def finish_reason_name(value: int) -> str:
 class DaemonClient:
     """Blocking client over one channel; use as a context manager.
 
-    Every call on `channel`/`stub` carries the bearer token (edgellm.client.channel.open_channel,
+    Every call on `channel`/`stub` carries the bearer token (edgellm.common.channel.open_channel,
     on the channel's credentials); `metadata` stays empty for callers that pass it on.
     """
 
@@ -61,7 +61,7 @@ class DaemonClient:
     ) -> None:
         self.target = resolve_target(target)
         self.timeout = timeout
-        # The token rides on the channel's credentials (edgellm.client.channel); per-call metadata
+        # The token rides on the channel's credentials (edgellm.common.channel); per-call metadata
         # stays empty and is kept for callers that pass it on.
         self.metadata: tuple[tuple[str, str], ...] = ()
         self.security = security if security is not None else ChannelSecurity.find(token, target=self.target)

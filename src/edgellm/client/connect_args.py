@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from edgellm.client.channel import ChannelSecurity
 from edgellm.client.client import DaemonClient
 from edgellm.client.failures import peer_of
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.security_args import add_client_security
 from edgellm.common.targets import DEFAULT_TARGET, TARGET_ENV
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import grpc
 
-from edgellm.client.channel import ChannelSecurity, handshake_failed, trusted_tls
 from edgellm.common.auth import client_token
+from edgellm.common.channel import ChannelSecurity, handshake_failed, trusted_tls
 from edgellm.common.errors import EdgeError
 from edgellm.common.targets import DEFAULT_DAEMON_PORT, resolve_host_target, resolve_target
 from edgellm.common.tokens import TOKEN_ENV

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from edgellm.client.channel import ChannelSecurity, open_channel
+from edgellm.common.channel import ChannelSecurity, open_channel
 from edgellm.common.errors import Unavailable
 from edgellm.common.targets import resolve_host_target
 from edgellm.v1 import host_pb2, host_pb2_grpc
+
+JobMessage = host_pb2.QuantizeResult | host_pb2.EvaluateResult | host_pb2.ScanResult | host_pb2.DeployResult
 
 
 @dataclass(frozen=True)
@@ -19,8 +21,9 @@ class JobOutcome:
     """How a job ended, as its last event said."""
 
     job_id: str
-    result: dict[str, Any] | None  # None when the job failed
+    result: dict[str, Any] | None  # the legacy JSON document (`--json`); None when the job failed
     error: str  # "" on success; else "CODE: message"
+    typed: JobMessage | None = None  # the typed result; None on failure or from an older host service
 
     @property
     def error_code(self) -> str:
@@ -72,7 +75,9 @@ class HostClient:
 def outcome(event: host_pb2.JobEvent) -> JobOutcome:
     """The outcome carried by a job's last event."""
     result = json.loads(event.result_json) if event.result_json and not event.error else None
-    return JobOutcome(event.job_id, result, event.error)
+    kind = event.WhichOneof("result")
+    typed: JobMessage | None = getattr(event, kind) if kind and not event.error else None
+    return JobOutcome(event.job_id, result, event.error, typed)
 
 
 def follow(events: Iterator[host_pb2.JobEvent]) -> Iterator[host_pb2.JobEvent]:

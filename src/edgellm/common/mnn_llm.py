@@ -1,6 +1,6 @@
 """The one adapter around pymnn's untyped `MNN.llm` object: typed calls, nothing else.
 
-Both sides use it: the device engine (`edgellm.device.engine.mnn`) and the host's scorers, the
+Both sides use it: the device engine (`edgellm.engine.mnn`) and the host's scorers, the
 conversion gate and `bench/measure_threads.py`, so it lives in `common` (host code may not import
 the device). pymnn 3.6.1 ships no type information; the Protocols below describe exactly the
 members edgellm uses, so a renamed or removed member shows up here (and in mypy), not deep in a

@@ -1,6 +1,6 @@
 """PushArtifact's contract beside its wire codec: the manifest a push carries, checked before any byte.
 
-Both ends use it: the client (`edgellm.client.push`) to plan what to send, the device's store to
+Both ends use it: the client (`edgellm.common.pusher`) to plan what to send, the device's store to
 decide what to accept. The manifest is the artifact's own (`edgellm.common.manifest`); a push adds
 limits (size, file count) and refuses entries the store could never install (links, a file that
 is also another file's directory).

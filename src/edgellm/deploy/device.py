@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgellm.client.channel import ChannelSecurity
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.logs import get_logger
 from edgellm.common.paths import source_root
 from edgellm.common.pins import trust_of, trusted_dir
@@ -64,10 +64,10 @@ ArtifactInstaller = Callable[[str, Path, ChannelSecurity], str]
 
 
 def push_artifact(target: str, artifact: Path, security: ChannelSecurity) -> str:
-    """Resumable push (edgellm.client.push.Pusher) through the forwarded port; returns the artifact id."""
+    """Resumable push (edgellm.common.pusher.Pusher) through the forwarded port; returns the artifact id."""
     # Imported lazily: the push client is its own module, only needed when there is an artifact.
-    from edgellm.client.channel import open_channel
-    from edgellm.client.push import Pusher
+    from edgellm.common.channel import open_channel
+    from edgellm.common.pusher import Pusher
 
     with open_channel(target, security) as ch:
         report = Pusher(ch, artifact).run()
@@ -77,7 +77,7 @@ def push_artifact(target: str, artifact: Path, security: ChannelSecurity) -> str
 
 def load_model(target: str, model: str, security: ChannelSecurity) -> None:
     """LoadModel on the daemon (replaces any loaded model)."""
-    from edgellm.client.channel import open_channel
+    from edgellm.common.channel import open_channel
     from edgellm.v1 import device_pb2, device_pb2_grpc
 
     with open_channel(target, security) as ch:

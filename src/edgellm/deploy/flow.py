@@ -336,7 +336,7 @@ def wait_health(target: str, timeout: float, want_serving: bool = False, tls: Cl
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from edgellm.client.channel import ChannelSecurity, open_channel
+    from edgellm.common.channel import ChannelSecurity, open_channel
     from edgellm.common.errors import EdgeError
 
     deadline = time.monotonic() + timeout

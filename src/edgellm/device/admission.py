@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgellm.common.errors import ResourceExhausted
-from edgellm.device.artifact import Artifact
 from edgellm.device.telemetry.process import MemInfo
+from edgellm.engine.artifact import Artifact
 
 MIB = 1 << 20
 

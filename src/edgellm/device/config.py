@@ -15,9 +15,9 @@ from edgellm.common.errors import InvalidArgument
 from edgellm.common.security_args import server_security_options
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
 from edgellm.common.tokens import default_data_dir
-from edgellm.device.engine.config import KvQuant
 from edgellm.device.governor.actuation import GovernorPolicy
-from edgellm.device.kv_window import KvMethod
+from edgellm.engine.config import KvQuant
+from edgellm.engine.kv_window import KvMethod
 
 _SECURITY = server_security_options("<data dir>/token")
 

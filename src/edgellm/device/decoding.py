@@ -21,11 +21,12 @@ from enum import StrEnum
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.device.constrain import TokenGuide
-from edgellm.device.drafting import DraftPolicy, ForwardCosts, NgramDrafter
-from edgellm.device.engine.base import Engine, Logits
-from edgellm.device.engine.config import verify_lengths
-from edgellm.device.kv_cache import ContextFull, FeedStats, KvCache
+from edgellm.device.drafting import DraftPolicy, NgramDrafter
 from edgellm.device.sampler import Sampler
+from edgellm.engine.base import Engine, Logits
+from edgellm.engine.config import verify_lengths
+from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.kv_cache import ContextFull, FeedStats, KvCache
 
 # Greedy on an engine with inexact batches drafts only after this many confident choices in a row
 # (a priori, not tuned: about the length of a sentence of copied text).

@@ -11,10 +11,10 @@ from edgellm.common.errors import InvalidArgument
 from edgellm.device.constrain import Constraint, TokenGuide
 from edgellm.device.decoding import CONFIDENT_RUN, FinishReason, LoopResult, Speculation, TokenLoop
 from edgellm.device.drafting import DraftPolicy, NgramDrafter
-from edgellm.device.engine.base import Engine
-from edgellm.device.kv_cache import FeedStats, KvCache
 from edgellm.device.sampler import Sampler, SamplingConfig
 from edgellm.device.text import StopMatcher, Utf8Stream
+from edgellm.engine.base import Engine
+from edgellm.engine.kv_cache import FeedStats, KvCache
 
 
 @dataclass(frozen=True)

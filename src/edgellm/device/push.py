@@ -25,8 +25,8 @@ from edgellm.common.logs import get_logger
 from edgellm.common.manifest import FileEntry
 from edgellm.common.push_manifest import PushManifest, parse_manifest
 from edgellm.common.push_wire import PushMessage
-from edgellm.device.artifact import Artifact
 from edgellm.device.store.store import ArtifactStore, StoreStatus
+from edgellm.engine.artifact import Artifact
 
 log = get_logger(__name__)
 

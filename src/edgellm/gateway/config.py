@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgellm.client.channel import ChannelSecurity
 from edgellm.common.auth import is_loopback
+from edgellm.common.channel import ChannelSecurity
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.tls import ServerTls
 

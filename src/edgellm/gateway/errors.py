@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 from starlette.types import Send
 
-from edgellm.client.channel import handshake_failed
+from edgellm.common.channel import handshake_failed
 
 # (HTTP status, OpenAI error type) per gRPC status; anything else is a 500 server_error.
 _BY_CODE: dict[grpc.StatusCode, tuple[int, str]] = {

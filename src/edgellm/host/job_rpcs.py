@@ -16,6 +16,7 @@ import grpc
 from edgellm.common.errors import InvalidArgument, NotFound
 from edgellm.common.grpc_util import server_stream
 from edgellm.common.paths import resolve_artifact
+from edgellm.host.job_results import JobResult, evaluate_result, quantize_result, scan_result, set_result
 from edgellm.host.jobs import Job, JobManager, JobUpdate, Progress
 from edgellm.host.outputs import confine_output
 from edgellm.host.quantize.plan import PlanError
@@ -27,7 +28,7 @@ Ctx = grpc.aio.ServicerContext[Any, Any]
 
 def to_event(update: JobUpdate) -> host_pb2.JobEvent:
     """A job update as the wire message."""
-    return host_pb2.JobEvent(
+    event = host_pb2.JobEvent(
         job_id=update.job_id,
         progress=common_pb2.Progress(
             stage=update.stage,
@@ -36,13 +37,15 @@ def to_event(update: JobUpdate) -> host_pb2.JobEvent:
             message=update.message,
         ),
         done=update.done,
-        result_json=update.result_json,
         error=update.error,
     )
+    if update.result is not None:
+        set_result(event, update.result)
+    return event
 
 
-def check_quantize(req: host_pb2.QuantizeRequest) -> QuantizeJob:
-    """Validate a QuantizeRequest into a job (the CLI's defaults: unset fields are None)."""
+def check_quantize_fields(req: host_pb2.QuantizeRequest) -> None:
+    """Refuse a QuantizeRequest without a model, an output or (for plan auto) a budget."""
     if not req.model:
         raise InvalidArgument("model is required ('default' or a Hugging Face directory)")
     if req.model != "default" and not (Path(req.model) / "config.json").is_file():
@@ -51,6 +54,11 @@ def check_quantize(req: host_pb2.QuantizeRequest) -> QuantizeJob:
         raise InvalidArgument("output_dir is required")
     if req.plan == "auto" and not 0 < req.ppl_budget < 1:
         raise InvalidArgument(f"plan auto needs ppl_budget in (0, 1), e.g. 0.03; got {req.ppl_budget}")
+
+
+def check_quantize(req: host_pb2.QuantizeRequest) -> QuantizeJob:
+    """Validate a QuantizeRequest into a job (the CLI's defaults: unset fields are None)."""
+    check_quantize_fields(req)
     try:
         return make_job(
             req.model,
@@ -65,9 +73,9 @@ def check_quantize(req: host_pb2.QuantizeRequest) -> QuantizeJob:
         raise InvalidArgument(f"bad plan: {exc}") from exc
 
 
-def run_quantize(req: host_pb2.QuantizeRequest, progress: Progress) -> dict[str, Any]:
+def run_quantize(req: host_pb2.QuantizeRequest, progress: Progress) -> JobResult:
     """The Quantize job's core."""
-    return run_job(check_quantize(req), progress)
+    return quantize_result(run_job(check_quantize(req), progress))
 
 
 def check_evaluate(req: host_pb2.EvaluateRequest) -> None:
@@ -80,7 +88,7 @@ def check_evaluate(req: host_pb2.EvaluateRequest) -> None:
         raise InvalidArgument("tokens must be at least 2")
 
 
-def run_evaluate(req: host_pb2.EvaluateRequest, progress: Progress) -> dict[str, Any]:
+def run_evaluate(req: host_pb2.EvaluateRequest, progress: Progress) -> JobResult:
     """The Evaluate job's core."""
     from edgellm.host.evaluate.artifact import evaluate_artifact, reference_dir
     from edgellm.host.evaluate.evaluate import EvalConfig
@@ -95,7 +103,7 @@ def run_evaluate(req: host_pb2.EvaluateRequest, progress: Progress) -> dict[str,
     )
     reference, why = reference_dir(artifact)
     result = evaluate_artifact(artifact, cfg, reference, progress=progress)
-    return result if reference else {**result, "reference_missing": why}
+    return evaluate_result(result if reference else {**result, "reference_missing": why})
 
 
 def check_scan(req: host_pb2.ScanOperatorsRequest) -> None:
@@ -109,12 +117,12 @@ def check_scan(req: host_pb2.ScanOperatorsRequest) -> None:
         raise NotFound(f"no llm.mnn at {req.artifact_dir!r}")
 
 
-def run_scan(req: host_pb2.ScanOperatorsRequest, progress: Progress) -> dict[str, Any]:
+def run_scan(req: host_pb2.ScanOperatorsRequest, progress: Progress) -> JobResult:
     """The ScanOperators job's core (fallback allowed: the report lists what would fall back)."""
     from edgellm.host.scan.scan import scan
 
     progress(0.1, "scan: dumping graph")
-    return scan(resolve_artifact(req.artifact_dir), req.backend).to_dict()
+    return scan_result(scan(resolve_artifact(req.artifact_dir), req.backend))
 
 
 class JobRpcs:

@@ -8,23 +8,22 @@ disconnect) does not touch the job. Finished jobs stay watchable for ``keep_seco
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
 from edgellm.common.errors import NotFound
+from edgellm.host.job_results import JobResult
 
 log = structlog.get_logger(__name__)
 
 Progress = Callable[[float, str], None]
-JobFn = Callable[[Progress], dict[str, Any]]
+JobFn = Callable[[Progress], JobResult]
 
 
 @dataclass(frozen=True)
@@ -37,13 +36,8 @@ class JobUpdate:
     eta_seconds: float  # < 0 when unknown
     message: str
     done: bool = False
-    result: dict[str, Any] | None = None
+    result: JobResult | None = None
     error: str = ""
-
-    @property
-    def result_json(self) -> str:
-        """The result as JSON ("" until the job ends)."""
-        return json.dumps(self.result, default=str) if self.result is not None else ""
 
 
 @dataclass

@@ -4,22 +4,24 @@ replace an earlier edgellm artifact (finding S10: `output_dir` was any path, and
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from edgellm.common.errors import FailedPrecondition, PermissionDenied
-
-MANIFEST = "manifest.json"
+from edgellm.common.manifest import MANIFEST, ManifestInvalid, load_json
 
 
 def is_edgellm_artifact(path: Path) -> bool:
-    """True for a directory whose manifest.json is an edgellm manifest (schema_version + files)."""
+    """True for a directory whose manifest.json is an edgellm manifest (schema_version + files).
+
+    Why not the typed `ArtifactManifest`: it refuses other schema versions, and an artifact an
+    older or newer edgellm built is still one this job may replace.
+    """
     manifest = path / MANIFEST
     if path.is_symlink() or not path.is_dir() or not manifest.is_file():
         return False
     try:
-        doc = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = load_json(manifest.read_bytes())
+    except (OSError, ManifestInvalid):
         return False
     return isinstance(doc, dict) and "schema_version" in doc and isinstance(doc.get("files"), list)
 

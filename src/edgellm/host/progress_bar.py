@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from edgellm.host.jobs import Progress
+from edgellm.common.progress import Progress
 
 
 @contextmanager

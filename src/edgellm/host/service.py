@@ -17,9 +17,10 @@ from edgellm.common.grpc_util import server_stream, unary
 from edgellm.common.logs import get_logger
 from edgellm.common.paths import cache_dir, resolve_artifact
 from edgellm.common.targets import resolve_target
-from edgellm.device.artifact import open_artifact
-from edgellm.device.rpc.wire import artifact_info
+from edgellm.engine.artifact import open_artifact
+from edgellm.engine.wire import artifact_info
 from edgellm.host.deploy_job import deploy
+from edgellm.host.job_results import JobResult
 from edgellm.host.job_rpcs import JobRpcs
 from edgellm.host.jobs import JobManager
 from edgellm.v1 import host_pb2, host_pb2_grpc
@@ -63,7 +64,8 @@ class HostService(JobRpcs, host_pb2_grpc.HostServiceServicer):
         artifact = resolve_artifact(request.artifact_dir)
         open_artifact(artifact)  # refuse a missing or incomplete artifact before starting a job
         target = self.deploy_target(request.target)
-        async for event in self._stream(self.jobs.submit("deploy", lambda p: deploy(artifact, target, p))):
+        job = self.jobs.submit("deploy", lambda p: JobResult.of(deploy(artifact, target, p)))
+        async for event in self._stream(job):
             yield event
 
     @unary

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from edgellm.v1 import common_pb2 as edgellm_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65\x64gellm/v1/host.proto\x12\nedgellm.v1\x1a\x17\x65\x64gellm/v1/common.proto\"\x83\x01\n\x0fQuantizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x0c\n\x04\x62its\x18\x03 \x01(\r\x12\r\n\x05\x62lock\x18\x04 \x01(\r\x12\x0c\n\x04plan\x18\x05 \x01(\t\x12\x12\n\nppl_budget\x18\x06 \x01(\x01\x12\x12\n\noutput_dir\x18\x07 \x01(\t\"J\n\x0f\x45valuateRequest\x12\x14\n\x0c\x61rtifact_dir\x18\x01 \x01(\t\x12\x11\n\ttext_file\x18\x02 \x01(\t\x12\x0e\n\x06tokens\x18\x03 \x01(\r\"=\n\x14ScanOperatorsRequest\x12\x14\n\x0c\x61rtifact_dir\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\"5\n\rDeployRequest\x12\x14\n\x0c\x61rtifact_dir\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\"t\n\x08JobEvent\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12&\n\x08progress\x18\x02 \x01(\x0b\x32\x14.edgellm.v1.Progress\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x16\n\x14ListArtifactsRequest\"D\n\x15ListArtifactsResponse\x12+\n\tartifacts\x18\x01 \x03(\x0b\x32\x18.edgellm.v1.ArtifactInfo2\xae\x03\n\x0bHostService\x12?\n\x08Quantize\x12\x1b.edgellm.v1.QuantizeRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x12?\n\x08\x45valuate\x12\x1b.edgellm.v1.EvaluateRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x12I\n\rScanOperators\x12 .edgellm.v1.ScanOperatorsRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x12;\n\x06\x44\x65ploy\x12\x19.edgellm.v1.DeployRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x12T\n\rListArtifacts\x12 .edgellm.v1.ListArtifactsRequest\x1a!.edgellm.v1.ListArtifactsResponse\x12?\n\x08WatchJob\x12\x1b.edgellm.v1.WatchJobRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65\x64gellm/v1/host.proto\x12\nedgellm.v1\x1a\x17\x65\x64gellm/v1/common.proto\"\x83\x01\n\x0fQuantizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x0c\n\x04\x62its\x18\x03 \x01(\r\x12\r\n\x05\x62lock\x18\x04 \x01(\r\x12\x0c\n\x04plan\x18\x05 \x01(\t\x12\x12\n\nppl_budget\x18\x06 \x01(\x01\x12\x12\n\noutput_dir\x18\x07 \x01(\t\"J\n\x0f\x45valuateRequest\x12\x14\n\x0c\x61rtifact_dir\x18\x01 \x01(\t\x12\x11\n\ttext_file\x18\x02 \x01(\t\x12\x0e\n\x06tokens\x18\x03 \x01(\r\"=\n\x14ScanOperatorsRequest\x12\x14\n\x0c\x61rtifact_dir\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\"5\n\rDeployRequest\x12\x14\n\x0c\x61rtifact_dir\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\"\xb2\x02\n\x08JobEvent\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12&\n\x08progress\x18\x02 \x01(\x0b\x32\x14.edgellm.v1.Progress\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12.\n\x08quantize\x18\x06 \x01(\x0b\x32\x1a.edgellm.v1.QuantizeResultH\x00\x12.\n\x08\x65valuate\x18\x07 \x01(\x0b\x32\x1a.edgellm.v1.EvaluateResultH\x00\x12&\n\x04scan\x18\x08 \x01(\x0b\x32\x16.edgellm.v1.ScanResultH\x00\x12*\n\x06\x64\x65ploy\x18\t \x01(\x0b\x32\x18.edgellm.v1.DeployResultH\x00\x42\x08\n\x06result\"l\n\nModelScore\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0b\n\x03ppl\x18\x02 \x01(\x01\x12\x0e\n\x06tokens\x18\x03 \x01(\r\x12\x11\n\x04top1\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x02kl\x18\x05 \x01(\x01H\x01\x88\x01\x01\x42\x07\n\x05_top1B\x05\n\x03_kl\"\xcb\x01\n\x0e\x45valuateResult\x12\x10\n\x08\x61rtifact\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0e\n\x06tokens\x18\x04 \x01(\r\x12\x0f\n\x07\x63ontext\x18\x05 \x01(\r\x12\x0e\n\x06stride\x18\x06 \x01(\r\x12\x11\n\treference\x18\x07 \x01(\t\x12\x19\n\x11reference_missing\x18\x08 \x01(\t\x12&\n\x06scores\x18\t \x03(\x0b\x32\x16.edgellm.v1.ModelScore\"\xb6\x01\n\x0eQuantizeResult\x12\x10\n\x08\x61rtifact\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12\x0f\n\x07seconds\x18\x04 \x01(\x01\x12\x1c\n\x14quantize_cpu_seconds\x18\x05 \x01(\x01\x12.\n\nevaluation\x18\x06 \x01(\x0b\x32\x1a.edgellm.v1.EvaluateResult\x12\x11\n\tplan_json\x18\x07 \x01(\t\"?\n\x0fOperatorSupport\x12\n\n\x02op\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x11\n\tsupported\x18\x03 \x01(\x08\"\x99\x01\n\nScanResult\x12\x10\n\x08\x61rtifact\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12(\n\x03ops\x18\x03 \x03(\x0b\x32\x1b.edgellm.v1.OperatorSupport\x12\x10\n\x08\x66\x61llback\x18\x04 \x03(\t\x12\x16\n\x0e\x66\x61llback_nodes\x18\x05 \x01(\r\x12\x14\n\x0ctable_source\x18\x06 \x01(\t\"\xca\x02\n\x0c\x44\x65ployResult\x12\x13\n\x0b\x61rtifact_id\x18\x01 \x01(\t\x12\x13\n\x0b\x62ytes_total\x18\x02 \x01(\x04\x12\x12\n\nbytes_sent\x18\x03 \x01(\x04\x12\x15\n\rbytes_skipped\x18\x04 \x01(\x04\x12\x14\n\x0cpush_seconds\x18\x05 \x01(\x01\x12\x1a\n\x12push_mb_per_second\x18\x06 \x01(\x01\x12\x0f\n\x07load_ms\x18\x07 \x01(\x01\x12\x11\n\twarmup_ms\x18\x08 \x01(\x01\x12\x14\n\x07ttft_ms\x18\t \x01(\x01H\x00\x88\x01\x01\x12%\n\x18\x64\x65\x63ode_tokens_per_second\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x19\n\x11\x63ompletion_tokens\x18\x0b \x01(\r\x12\x0e\n\x06sample\x18\x0c \x01(\tB\n\n\x08_ttft_msB\x1b\n\x19_decode_tokens_per_second\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x16\n\x14ListArtifactsRequest\"D\n\x15ListArtifactsResponse\x12+\n\tartifacts\x18\x01 \x03(\x0b\x32\x18.edgellm.v1.ArtifactInfo2\xae\x03\n\x0bHostService\x12?\n\x08Quantize\x12\x1b.edgellm.v1.QuantizeRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x12?\n\x08\x45valuate\x12\x1b.edgellm.v1.EvaluateRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x12I\n\rScanOperators\x12 .edgellm.v1.ScanOperatorsRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x12;\n\x06\x44\x65ploy\x12\x19.edgellm.v1.DeployRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x12T\n\rListArtifacts\x12 .edgellm.v1.ListArtifactsRequest\x1a!.edgellm.v1.ListArtifactsResponse\x12?\n\x08WatchJob\x12\x1b.edgellm.v1.WatchJobRequest\x1a\x14.edgellm.v1.JobEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,14 +40,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SCANOPERATORSREQUEST']._serialized_end=333
   _globals['_DEPLOYREQUEST']._serialized_start=335
   _globals['_DEPLOYREQUEST']._serialized_end=388
-  _globals['_JOBEVENT']._serialized_start=390
-  _globals['_JOBEVENT']._serialized_end=506
-  _globals['_WATCHJOBREQUEST']._serialized_start=508
-  _globals['_WATCHJOBREQUEST']._serialized_end=541
-  _globals['_LISTARTIFACTSREQUEST']._serialized_start=543
-  _globals['_LISTARTIFACTSREQUEST']._serialized_end=565
-  _globals['_LISTARTIFACTSRESPONSE']._serialized_start=567
-  _globals['_LISTARTIFACTSRESPONSE']._serialized_end=635
-  _globals['_HOSTSERVICE']._serialized_start=638
-  _globals['_HOSTSERVICE']._serialized_end=1068
+  _globals['_JOBEVENT']._serialized_start=391
+  _globals['_JOBEVENT']._serialized_end=697
+  _globals['_MODELSCORE']._serialized_start=699
+  _globals['_MODELSCORE']._serialized_end=807
+  _globals['_EVALUATERESULT']._serialized_start=810
+  _globals['_EVALUATERESULT']._serialized_end=1013
+  _globals['_QUANTIZERESULT']._serialized_start=1016
+  _globals['_QUANTIZERESULT']._serialized_end=1198
+  _globals['_OPERATORSUPPORT']._serialized_start=1200
+  _globals['_OPERATORSUPPORT']._serialized_end=1263
+  _globals['_SCANRESULT']._serialized_start=1266
+  _globals['_SCANRESULT']._serialized_end=1419
+  _globals['_DEPLOYRESULT']._serialized_start=1422
+  _globals['_DEPLOYRESULT']._serialized_end=1752
+  _globals['_WATCHJOBREQUEST']._serialized_start=1754
+  _globals['_WATCHJOBREQUEST']._serialized_end=1787
+  _globals['_LISTARTIFACTSREQUEST']._serialized_start=1789
+  _globals['_LISTARTIFACTSREQUEST']._serialized_end=1811
+  _globals['_LISTARTIFACTSRESPONSE']._serialized_start=1813
+  _globals['_LISTARTIFACTSRESPONSE']._serialized_end=1881
+  _globals['_HOSTSERVICE']._serialized_start=1884
+  _globals['_HOSTSERVICE']._serialized_end=2314
 # @@protoc_insertion_point(module_scope)

@@ -141,14 +141,28 @@ class JobEvent(_message.Message):
     DONE_FIELD_NUMBER: _builtins.int
     RESULT_JSON_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    QUANTIZE_FIELD_NUMBER: _builtins.int
+    EVALUATE_FIELD_NUMBER: _builtins.int
+    SCAN_FIELD_NUMBER: _builtins.int
+    DEPLOY_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     done: _builtins.bool
     result_json: _builtins.str
-    """set on the last event"""
+    """Deprecated: read `result` instead. Still set on the last event (the job's result as JSON,
+    with every key older clients read) so they keep working.
+    """
     error: _builtins.str
     """set when the job failed"""
     @_builtins.property
     def progress(self) -> _common_pb2.Progress: ...
+    @_builtins.property
+    def quantize(self) -> Global___QuantizeResult: ...
+    @_builtins.property
+    def evaluate(self) -> Global___EvaluateResult: ...
+    @_builtins.property
+    def scan(self) -> Global___ScanResult: ...
+    @_builtins.property
+    def deploy(self) -> Global___DeployResult: ...
     def __init__(
         self,
         *,
@@ -157,14 +171,280 @@ class JobEvent(_message.Message):
         done: _builtins.bool = ...,
         result_json: _builtins.str = ...,
         error: _builtins.str = ...,
+        quantize: Global___QuantizeResult | None = ...,
+        evaluate: Global___EvaluateResult | None = ...,
+        scan: Global___ScanResult | None = ...,
+        deploy: Global___DeployResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["progress", b"progress"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deploy", b"deploy", "evaluate", b"evaluate", "progress", b"progress", "quantize", b"quantize", "result", b"result", "scan", b"scan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done", "error", b"error", "job_id", b"job_id", "progress", b"progress", "result_json", b"result_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deploy", b"deploy", "done", b"done", "error", b"error", "evaluate", b"evaluate", "job_id", b"job_id", "progress", b"progress", "quantize", b"quantize", "result", b"result", "result_json", b"result_json", "scan", b"scan"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["quantize", "evaluate", "scan", "deploy"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+
+@_typing.final
+class ModelScore(_message.Message):
+    """One scorer's figures on the evaluation text ("fp", "torch-quant", "mnn", ...)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    PPL_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    TOP1_FIELD_NUMBER: _builtins.int
+    KL_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    ppl: _builtins.float
+    tokens: _builtins.int
+    """tokens scored"""
+    top1: _builtins.float
+    """agreement with the fp reference's top-1 (unset: no reference)"""
+    kl: _builtins.float
+    """KL divergence from the fp reference (unset: no reference)"""
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        ppl: _builtins.float = ...,
+        tokens: _builtins.int = ...,
+        top1: _builtins.float | None = ...,
+        kl: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_kl", b"_kl", "_top1", b"_top1", "kl", b"kl", "top1", b"top1"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kl", b"_kl", "_top1", b"_top1", "kl", b"kl", "model", b"model", "ppl", b"ppl", "tokens", b"tokens", "top1", b"top1"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__kl: _TypeAlias = _typing.Literal["kl"]  # noqa: Y015
+    _WhichOneofArgType__kl: _TypeAlias = _typing.Literal["_kl", b"_kl"]  # noqa: Y015
+    _WhichOneofReturnType__top1: _TypeAlias = _typing.Literal["top1"]  # noqa: Y015
+    _WhichOneofArgType__top1: _TypeAlias = _typing.Literal["_top1", b"_top1"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__kl) -> _WhichOneofReturnType__kl | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__top1) -> _WhichOneofReturnType__top1 | None: ...
+
+Global___ModelScore: _TypeAlias = ModelScore  # noqa: Y015
+
+@_typing.final
+class EvaluateResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ARTIFACT_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    STRIDE_FIELD_NUMBER: _builtins.int
+    REFERENCE_FIELD_NUMBER: _builtins.int
+    REFERENCE_MISSING_FIELD_NUMBER: _builtins.int
+    SCORES_FIELD_NUMBER: _builtins.int
+    artifact: _builtins.str
+    """the artifact directory on the host"""
+    size_bytes: _builtins.int
+    text: _builtins.str
+    """evaluation text file name"""
+    tokens: _builtins.int
+    context: _builtins.int
+    """window length"""
+    stride: _builtins.int
+    """window step"""
+    reference: _builtins.str
+    """the fp checkpoint scored beside it ("" when none)"""
+    reference_missing: _builtins.str
+    """why there is no reference ("" when there is one)"""
+    @_builtins.property
+    def scores(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelScore]: ...
+    def __init__(
+        self,
+        *,
+        artifact: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        text: _builtins.str = ...,
+        tokens: _builtins.int = ...,
+        context: _builtins.int = ...,
+        stride: _builtins.int = ...,
+        reference: _builtins.str = ...,
+        reference_missing: _builtins.str = ...,
+        scores: _abc.Iterable[Global___ModelScore] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact", b"artifact", "context", b"context", "reference", b"reference", "reference_missing", b"reference_missing", "scores", b"scores", "size_bytes", b"size_bytes", "stride", b"stride", "text", b"text", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+Global___EvaluateResult: _TypeAlias = EvaluateResult  # noqa: Y015
+
+@_typing.final
+class QuantizeResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ARTIFACT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    SECONDS_FIELD_NUMBER: _builtins.int
+    QUANTIZE_CPU_SECONDS_FIELD_NUMBER: _builtins.int
+    EVALUATION_FIELD_NUMBER: _builtins.int
+    PLAN_JSON_FIELD_NUMBER: _builtins.int
+    artifact: _builtins.str
+    """the artifact directory written on the host"""
+    name: _builtins.str
+    size_bytes: _builtins.int
+    seconds: _builtins.float
+    """build wall time"""
+    quantize_cpu_seconds: _builtins.float
+    plan_json: _builtins.str
+    """the plan applied, as the manifest records it"""
+    @_builtins.property
+    def evaluation(self) -> Global___EvaluateResult:
+        """the figures recorded in the manifest (unset when not measured)"""
+
+    def __init__(
+        self,
+        *,
+        artifact: _builtins.str = ...,
+        name: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        seconds: _builtins.float = ...,
+        quantize_cpu_seconds: _builtins.float = ...,
+        evaluation: Global___EvaluateResult | None = ...,
+        plan_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluation", b"evaluation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact", b"artifact", "evaluation", b"evaluation", "name", b"name", "plan_json", b"plan_json", "quantize_cpu_seconds", b"quantize_cpu_seconds", "seconds", b"seconds", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuantizeResult: _TypeAlias = QuantizeResult  # noqa: Y015
+
+@_typing.final
+class OperatorSupport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OP_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    SUPPORTED_FIELD_NUMBER: _builtins.int
+    op: _builtins.str
+    count: _builtins.int
+    supported: _builtins.bool
+    def __init__(
+        self,
+        *,
+        op: _builtins.str = ...,
+        count: _builtins.int = ...,
+        supported: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "op", b"op", "supported", b"supported"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OperatorSupport: _TypeAlias = OperatorSupport  # noqa: Y015
+
+@_typing.final
+class ScanResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ARTIFACT_FIELD_NUMBER: _builtins.int
+    BACKEND_FIELD_NUMBER: _builtins.int
+    OPS_FIELD_NUMBER: _builtins.int
+    FALLBACK_FIELD_NUMBER: _builtins.int
+    FALLBACK_NODES_FIELD_NUMBER: _builtins.int
+    TABLE_SOURCE_FIELD_NUMBER: _builtins.int
+    artifact: _builtins.str
+    backend: _builtins.str
+    fallback_nodes: _builtins.int
+    table_source: _builtins.str
+    @_builtins.property
+    def ops(self) -> _containers.RepeatedCompositeFieldContainer[Global___OperatorSupport]: ...
+    @_builtins.property
+    def fallback(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """operator types that would fall back to the CPU"""
+
+    def __init__(
+        self,
+        *,
+        artifact: _builtins.str = ...,
+        backend: _builtins.str = ...,
+        ops: _abc.Iterable[Global___OperatorSupport] | None = ...,
+        fallback: _abc.Iterable[_builtins.str] | None = ...,
+        fallback_nodes: _builtins.int = ...,
+        table_source: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact", b"artifact", "backend", b"backend", "fallback", b"fallback", "fallback_nodes", b"fallback_nodes", "ops", b"ops", "table_source", b"table_source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScanResult: _TypeAlias = ScanResult  # noqa: Y015
+
+@_typing.final
+class DeployResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ARTIFACT_ID_FIELD_NUMBER: _builtins.int
+    BYTES_TOTAL_FIELD_NUMBER: _builtins.int
+    BYTES_SENT_FIELD_NUMBER: _builtins.int
+    BYTES_SKIPPED_FIELD_NUMBER: _builtins.int
+    PUSH_SECONDS_FIELD_NUMBER: _builtins.int
+    PUSH_MB_PER_SECOND_FIELD_NUMBER: _builtins.int
+    LOAD_MS_FIELD_NUMBER: _builtins.int
+    WARMUP_MS_FIELD_NUMBER: _builtins.int
+    TTFT_MS_FIELD_NUMBER: _builtins.int
+    DECODE_TOKENS_PER_SECOND_FIELD_NUMBER: _builtins.int
+    COMPLETION_TOKENS_FIELD_NUMBER: _builtins.int
+    SAMPLE_FIELD_NUMBER: _builtins.int
+    artifact_id: _builtins.str
+    bytes_total: _builtins.int
+    bytes_sent: _builtins.int
+    bytes_skipped: _builtins.int
+    push_seconds: _builtins.float
+    push_mb_per_second: _builtins.float
+    load_ms: _builtins.float
+    warmup_ms: _builtins.float
+    ttft_ms: _builtins.float
+    """unset when the generation reported no stats"""
+    decode_tokens_per_second: _builtins.float
+    completion_tokens: _builtins.int
+    sample: _builtins.str
+    """the generated text"""
+    def __init__(
+        self,
+        *,
+        artifact_id: _builtins.str = ...,
+        bytes_total: _builtins.int = ...,
+        bytes_sent: _builtins.int = ...,
+        bytes_skipped: _builtins.int = ...,
+        push_seconds: _builtins.float = ...,
+        push_mb_per_second: _builtins.float = ...,
+        load_ms: _builtins.float = ...,
+        warmup_ms: _builtins.float = ...,
+        ttft_ms: _builtins.float | None = ...,
+        decode_tokens_per_second: _builtins.float | None = ...,
+        completion_tokens: _builtins.int = ...,
+        sample: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_decode_tokens_per_second", b"_decode_tokens_per_second", "_ttft_ms", b"_ttft_ms", "decode_tokens_per_second", b"decode_tokens_per_second", "ttft_ms", b"ttft_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decode_tokens_per_second", b"_decode_tokens_per_second", "_ttft_ms", b"_ttft_ms", "artifact_id", b"artifact_id", "bytes_sent", b"bytes_sent", "bytes_skipped", b"bytes_skipped", "bytes_total", b"bytes_total", "completion_tokens", b"completion_tokens", "decode_tokens_per_second", b"decode_tokens_per_second", "load_ms", b"load_ms", "push_mb_per_second", b"push_mb_per_second", "push_seconds", b"push_seconds", "sample", b"sample", "ttft_ms", b"ttft_ms", "warmup_ms", b"warmup_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__decode_tokens_per_second: _TypeAlias = _typing.Literal["decode_tokens_per_second"]  # noqa: Y015
+    _WhichOneofArgType__decode_tokens_per_second: _TypeAlias = _typing.Literal["_decode_tokens_per_second", b"_decode_tokens_per_second"]  # noqa: Y015
+    _WhichOneofReturnType__ttft_ms: _TypeAlias = _typing.Literal["ttft_ms"]  # noqa: Y015
+    _WhichOneofArgType__ttft_ms: _TypeAlias = _typing.Literal["_ttft_ms", b"_ttft_ms"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__decode_tokens_per_second) -> _WhichOneofReturnType__decode_tokens_per_second | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttft_ms) -> _WhichOneofReturnType__ttft_ms | None: ...
+
+Global___DeployResult: _TypeAlias = DeployResult  # noqa: Y015
 
 @_typing.final
 class WatchJobRequest(_message.Message):

@@ -14,7 +14,8 @@ from typing import Any
 
 from edgellm.client.connect_args import security_from
 from edgellm.client.failures import BAD_INPUT, FAILED, HOST_SERVICE, INTERRUPTED, OK
-from edgellm.client.host_client import HostClient, follow, outcome
+from edgellm.client.host_client import HostClient, JobOutcome, follow, outcome
+from edgellm.client.job_summary import summary
 from edgellm.common.argtypes import float_in, int_in, non_negative_int
 from edgellm.common.security_args import add_client_security
 from edgellm.common.targets import DEFAULT_HOST_TARGET, HOST_TARGET_ENV, TARGET_ENV
@@ -176,6 +177,13 @@ class _Progress:
             self.bar.close()
 
 
+def _text(result: JobOutcome, as_json: bool) -> str:
+    """The result as the legacy JSON document (--json, or from a host service too old to send it typed)."""
+    if as_json or result.typed is None:
+        return json.dumps(result.result, indent=2)
+    return summary(result.typed)
+
+
 def _run(ns: argparse.Namespace, kind: str, request: Any) -> int:
     """Submit (or watch), show progress on stderr, print the result; exit status from the outcome."""
     job_id = ""
@@ -204,34 +212,5 @@ def _run(ns: argparse.Namespace, kind: str, request: Any) -> int:
     if result.error:
         sys.stderr.write(f"edgellm jobs {ns.verb}: job {result.job_id} failed: {result.error}\n")
         return BAD_INPUT if result.error_code in _BAD_INPUT_ERRORS else FAILED
-    text = json.dumps(result.result, indent=2) if ns.json else summary(result.result or {})
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(_text(result, ns.json) + "\n")
     return OK
-
-
-def summary(result: dict[str, Any]) -> str:
-    """A few readable lines for the results the host's jobs return (--json has everything)."""
-    from edgellm.host.evaluate.report import table
-
-    lines: list[str] = []
-    evaluation = result.get("evaluation", result)
-    if isinstance(evaluation.get("results"), dict):
-        lines.append(table(evaluation["results"]))
-    if "fallback" in result:
-        fallback = result["fallback"]
-        backend = result.get("backend", "")
-        lines.append(
-            f"{backend}: "
-            + (f"falls back to the CPU: {', '.join(fallback)}" if fallback else "all operators supported")
-        )
-    for key in (
-        "artifact",
-        "artifact_id",
-        "size_bytes",
-        "quantize_seconds",
-        "decode_tokens_per_second",
-        "ttft_ms",
-    ):
-        if key in result:
-            lines.append(f"{key:<24} {result[key]}")
-    return "\n".join(lines) or json.dumps(result, indent=2)

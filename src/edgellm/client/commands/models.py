@@ -10,11 +10,11 @@ import unicodedata
 from edgellm.client.client import DaemonClient
 from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.jsonout import message_dict
-from edgellm.client.push import CHUNK_BYTES, Pusher, PushProgress
 from edgellm.common.allocator import tune_for_streaming
 from edgellm.common.argtypes import float_in
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.paths import resolve_artifact
+from edgellm.common.pusher import CHUNK_BYTES, Pusher, PushProgress
 from edgellm.v1 import device_pb2
 
 
@@ -52,7 +52,7 @@ def run_push(ns: argparse.Namespace) -> int:
     tune_for_streaming()  # the push streams 1 MiB buffers (src/edgellm/common/allocator.py)
     with client_from(ns) as client:
         artifact = resolve_artifact(ns.artifact_dir)
-        try:  # every call on client.channel carries the token (edgellm.client.channel)
+        try:  # every call on client.channel carries the token (edgellm.common.channel)
             pusher = Pusher(client.channel, artifact, int(ns.chunk_mib * (1 << 20)))
         except ValueError as err:  # load_local: a file missing, a link, a wrong size
             raise InvalidArgument(f"{artifact} cannot be pushed: {err}") from err

@@ -9,10 +9,10 @@ import numpy as np
 import numpy.typing as npt
 
 from edgellm.common.errors import InvalidArgument
-from edgellm.device.artifact import Artifact
 from edgellm.device.constrain.constraint import Constraint
 from edgellm.device.constrain.library import TokenizerCache, compile_grammar, load_library, parser_limits
-from edgellm.device.engine.base import Logits
+from edgellm.engine.artifact import Artifact
+from edgellm.engine.base import Logits
 
 _PENALTY = np.array([-np.inf, 0.0], dtype=np.float32)  # added to a logit: forbidden, allowed
 

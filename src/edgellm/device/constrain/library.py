@@ -19,9 +19,9 @@ from edgellm.common.json_depth import too_deep
 from edgellm.common.logs import get_logger
 from edgellm.common.manifest import check_depth
 from edgellm.common.token_table import TokenTable
-from edgellm.device.artifact import Artifact
 from edgellm.device.constrain.closed import close_objects
 from edgellm.device.constrain.constraint import Constraint, ConstraintKind, check_constraint_size
+from edgellm.engine.artifact import Artifact
 
 if TYPE_CHECKING:
     import llguidance

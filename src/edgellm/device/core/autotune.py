@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from edgellm.common.logs import get_logger
-from edgellm.device.artifact import Artifact
 from edgellm.device.core.contention import CpuMeter, Verdict, judge, proc_meter
-from edgellm.device.engine.base import Engine
-from edgellm.device.engine.config import EngineConfig
+from edgellm.engine.artifact import Artifact
+from edgellm.engine.base import Engine
+from edgellm.engine.config import EngineConfig
 
 log = get_logger(__name__)
 

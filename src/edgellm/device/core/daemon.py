@@ -29,7 +29,6 @@ from edgellm.device.core.state import (
     ModelEntry,
     TelemetryFrame,
 )
-from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.generation import Event, GenerationJob
 from edgellm.device.governor.controller import GovernorConfig
 from edgellm.device.governor.runtime import GovernorRuntime
@@ -38,6 +37,7 @@ from edgellm.device.store import ArtifactStore, StoreStatus, parse_manifest
 from edgellm.device.store.store import check_artifact_id, default_limits
 from edgellm.device.telemetry.shared import MIN_TELEMETRY_INTERVAL_MS, SharedReading
 from edgellm.device.worker import EngineWorker
+from edgellm.engine.mnn import MnnEngine
 
 log = get_logger(__name__)
 

@@ -23,7 +23,6 @@ from edgellm.common.errors import EdgeError, FailedPrecondition, NotFound, Unava
 from edgellm.common.logs import get_logger
 from edgellm.common.runtime import Runtime
 from edgellm.device.admission import admit, kv_bytes, memory_need
-from edgellm.device.artifact import Artifact, open_artifact
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.autotune import ThreadTuning, candidate_threads, tune_threads
 from edgellm.device.core.contention import CpuMeter, judge, proc_meter
@@ -31,14 +30,15 @@ from edgellm.device.core.retune import RateWatch
 from edgellm.device.core.state import EngineState, LoadInfo
 from edgellm.device.core.tuning_cache import CostsCache, TuningCache, costs_key, tuning_key
 from edgellm.device.decoding import CALIBRATION_TEXT, measure_forward_costs
-from edgellm.device.drafting import ForwardCosts
-from edgellm.device.engine.base import Engine
-from edgellm.device.engine.config import EngineConfig, attention_mode
-from edgellm.device.kv_cache import KvCache
-from edgellm.device.kv_window import KvMethod, WindowPolicy
 from edgellm.device.store import ArtifactStore
 from edgellm.device.telemetry.process import read_meminfo
 from edgellm.device.worker import EngineWorker
+from edgellm.engine.artifact import Artifact, open_artifact
+from edgellm.engine.base import Engine
+from edgellm.engine.config import EngineConfig, attention_mode
+from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.kv_cache import KvCache
+from edgellm.engine.kv_window import KvMethod, WindowPolicy
 
 log = get_logger(__name__)
 

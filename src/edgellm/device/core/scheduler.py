@@ -19,8 +19,8 @@ from edgellm.device.core.models import ModelLifecycle
 from edgellm.device.core.state import EngineState
 from edgellm.device.generation import Event, Finished, GenerationJob, run_generation
 from edgellm.device.governor.runtime import GovernorRuntime
-from edgellm.device.kv_window import WindowPolicy
 from edgellm.device.worker import EngineWorker, Ticket
+from edgellm.engine.kv_window import WindowPolicy
 
 log = get_logger(__name__)
 

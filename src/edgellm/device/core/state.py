@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from edgellm.device.artifact import Artifact
 from edgellm.device.core.autotune import ThreadTuning
 from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
 from edgellm.device.telemetry.source import Reading
+from edgellm.engine.artifact import Artifact
 
 
 class EngineState(StrEnum):

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from edgellm.common.logs import get_logger
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning
-from edgellm.device.drafting import ForwardCosts
-from edgellm.device.engine.config import EngineConfig
+from edgellm.engine.config import EngineConfig
+from edgellm.engine.costs import ForwardCosts
 
 log = get_logger(__name__)
 

@@ -19,9 +19,9 @@ from edgellm.common.tokens import daemon_token_path, host_token_path
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.daemon import DaemonCore
 from edgellm.device.core.models import EngineFactory
-from edgellm.device.engine.mnn import MnnEngine
 from edgellm.device.rpc.registration import add_device_service
 from edgellm.device.rpc.service import DeviceDaemonService
+from edgellm.engine.mnn import MnnEngine
 from edgellm.v1 import device_pb2
 
 log = get_logger(__name__)

@@ -18,6 +18,7 @@ from edgellm.device.rpc.limits import Pace, Slots, paced
 from edgellm.device.rpc.validation import check_id, generation_job
 from edgellm.device.store import StoreStatus
 from edgellm.device.telemetry.shared import MIN_TELEMETRY_INTERVAL_MS
+from edgellm.engine.wire import artifact_info
 from edgellm.v1 import device_pb2, device_pb2_grpc
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -86,7 +87,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         """Load (admission-checked) and warm up a model."""
         info = await self.core.load_model(request.model)
         return device_pb2.LoadModelResponse(
-            model=wire.artifact_info(info.artifact, loaded=True),
+            model=artifact_info(info.artifact, loaded=True),
             load_ms=info.load_ms,
             warmup_ms=info.warmup_ms,
         )
@@ -105,9 +106,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
     ) -> device_pb2.ListModelsResponse:
         """Installed artifacts, plus artifact directories the daemon loaded (while they exist)."""
         entries = await self.core.list_models_async()
-        return device_pb2.ListModelsResponse(
-            models=[wire.artifact_info(e.artifact, e.loaded) for e in entries]
-        )
+        return device_pb2.ListModelsResponse(models=[artifact_info(e.artifact, e.loaded) for e in entries])
 
     @client_stream
     async def PushArtifact(  # type: ignore[override]  # decoded by edgellm.common.push_wire (registration.py)
@@ -124,7 +123,7 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
             result = await self.core.push(messages, ready)
         art = result.artifact
         return device_pb2.PushArtifactResponse(
-            artifact=wire.artifact_info(art, loaded=self.core.is_loaded(art.artifact_id)),
+            artifact=artifact_info(art, loaded=self.core.is_loaded(art.artifact_id)),
             bytes_received=result.bytes_received,
             bytes_skipped=result.bytes_skipped,
         )

@@ -7,7 +7,6 @@ messages here. Neither the core nor the servicer builds a message field by field
 from __future__ import annotations
 
 from edgellm.common.proto_fields import copied
-from edgellm.device.artifact import Artifact
 from edgellm.device.constrain import Constraint, ConstraintKind
 from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, TelemetryFrame
 from edgellm.device.decoding import FinishReason, Speculation
@@ -16,7 +15,8 @@ from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
 from edgellm.device.sampler import SamplingConfig
 from edgellm.device.store import StoreStatus
-from edgellm.v1 import common_pb2, device_pb2
+from edgellm.engine.wire import artifact_info
+from edgellm.v1 import device_pb2
 
 FINISH = {
     FinishReason.STOP: device_pb2.FINISH_REASON_STOP,
@@ -113,20 +113,6 @@ def generate_response(event: Event, request_id: str) -> device_pb2.GenerateRespo
 def stats_message(s: Stats) -> device_pb2.GenerateStats:
     """GenerateStats from the core's Stats (the same field names)."""
     return copied(device_pb2.GenerateStats, s)
-
-
-def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
-    """ArtifactInfo for an artifact."""
-    m = artifact.manifest
-    return common_pb2.ArtifactInfo(
-        artifact_id=artifact.artifact_id,
-        name=m.name,
-        source_model=m.source.name,
-        quantization=m.quantization.label,
-        size_bytes=m.size_bytes,
-        files=[common_pb2.ArtifactFile(path=f.path, size=f.size, sha256=f.sha256) for f in m.files],
-        loaded=loaded,
-    )
 
 
 def artifact_status_message(st: StoreStatus) -> device_pb2.ArtifactStatus:

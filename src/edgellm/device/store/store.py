@@ -36,7 +36,7 @@ from edgellm.common.errors import (
 from edgellm.common.logs import get_logger
 from edgellm.common.manifest import MANIFEST
 from edgellm.common.push_manifest import PushManifest, parse_manifest
-from edgellm.device.artifact import Artifact, parse_artifact_manifest
+from edgellm.engine.artifact import Artifact, parse_artifact_manifest
 
 log = get_logger(__name__)
 

@@ -72,6 +72,21 @@ def _named(raw: Path) -> tuple[str, Path]:
     return ("default" if text == "default" else artifact.resolve().name), artifact
 
 
+def _require_text(text: Path | None) -> None:
+    """FileNotFoundError unless the evaluation text (the bundled one when None) is there."""
+    if text is None:
+        require_data_file(EVAL_FILE)
+    elif not text.is_file():
+        raise FileNotFoundError(f"evaluation text {text} not found")
+
+
+def _require_artifacts(paths: list[Path]) -> None:
+    """FileNotFoundError for the first path that is not an MNN artifact."""
+    for path in paths:
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path} is not an MNN artifact (no config.json)")
+
+
 def run(ns: argparse.Namespace) -> int:
     """Evaluate; a missing artifact or text exits 2."""
     from edgellm.host.evaluate.artifact import reference_dir
@@ -79,17 +94,12 @@ def run(ns: argparse.Namespace) -> int:
 
     named = [_named(a) for a in ns.artifact]
     try:  # before loading anything: the text is there
-        if ns.text is None:
-            require_data_file(EVAL_FILE)
-        elif not ns.text.is_file():
-            raise FileNotFoundError(f"evaluation text {ns.text} not found")
+        _require_text(ns.text)
     except FileNotFoundError as exc:
         sys.stderr.write(f"edgellm eval: {exc}\n")
         return 2
     try:
-        for _, path in named:
-            if not (path / "config.json").is_file():
-                raise FileNotFoundError(f"{path} is not an MNN artifact (no config.json)")
+        _require_artifacts([path for _, path in named])
         reference, why = (ns.reference, "") if ns.reference else reference_dir(named[0][1])
         if ns.no_fp:
             reference, why = None, "--no-fp"
@@ -151,7 +161,8 @@ def _legacy(
 
 def _print_result(result: dict[str, Any], why: str) -> None:
     """The table, what was not measured and why, and the protocol behind the perplexity."""
-    from edgellm.host.evaluate.report import protocol, table
+    from edgellm.common.score_table import table
+    from edgellm.host.evaluate.report import protocol
 
     sys.stdout.write(table(result["results"]) + "\n")
     mnn = "mnn = the artifact through MNN's prefill path"

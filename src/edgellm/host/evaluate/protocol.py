@@ -144,6 +144,19 @@ def score_model(
     return out
 
 
+def model_row(boot: PairedBootstrap, name: str, fp: str | None, baseline: str | None) -> dict[str, Any]:
+    """One model's perplexity and its paired deltas against fp and the baseline, with intervals."""
+    row: dict[str, Any] = {"ppl": boot.ppl(name).to_json()}
+    vs_fp = fp if fp and name != fp else None
+    if vs_fp is not None:
+        row["delta_vs_fp"] = boot.delta(name, vs_fp).to_json()
+    if baseline and name != baseline:
+        row["delta_vs_baseline"] = boot.delta(name, baseline).to_json()
+        if vs_fp is not None:
+            row["removed_of_baseline_increase"] = boot.removed(name, baseline, vs_fp).to_json()
+    return row
+
+
 def evaluate_models(
     models: list[Model],
     docs: list[list[int]],
@@ -171,14 +184,7 @@ def evaluate_models(
     for path in protocol.paths:
         boot = PairedBootstrap({k: v[path] for k, v in nll.items()}, units)
         for m in models:
-            row: dict[str, Any] = {"ppl": boot.ppl(m.name).to_json()}
-            if fp and m.name != fp:
-                row["delta_vs_fp"] = boot.delta(m.name, fp).to_json()
-            if baseline and m.name != baseline:
-                row["delta_vs_baseline"] = boot.delta(m.name, baseline).to_json()
-                if fp and m.name != fp:
-                    row["removed_of_baseline_increase"] = boot.removed(m.name, baseline, fp).to_json()
-            result["models"][m.name][path] = row
+            result["models"][m.name][path] = model_row(boot, m.name, fp, baseline)
         for a, b in pairs:
             if a in nll and b in nll:
                 result.setdefault("pairs", {}).setdefault(f"{a} - {b}", {})[path] = boot.delta(a, b).to_json()

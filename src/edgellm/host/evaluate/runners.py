@@ -74,9 +74,9 @@ class MnnRunner:
     """An MNN artifact loaded the way the daemon loads it (its manifest runtime, 2 threads) + overrides."""
 
     def __init__(self, artifact: Path, overrides: dict[str, Any] | None = None) -> None:
-        from edgellm.device.artifact import open_artifact
-        from edgellm.device.engine.config import EngineConfig
-        from edgellm.device.engine.mnn import MnnEngine
+        from edgellm.engine.artifact import open_artifact
+        from edgellm.engine.config import EngineConfig
+        from edgellm.engine.mnn import MnnEngine
 
         opened = open_artifact(artifact)
         # The daemon's settings for this artifact (core/models.py:engine_config without --kv-quant):
@@ -98,8 +98,8 @@ class MnnRunner:
 
     def stream(self, ids: list[int]) -> np.ndarray:
         """The daemon's generation path: ``KvCache.feed`` of the first token, then ``step`` per token."""
-        from edgellm.device.kv_cache import FeedStats, KvCache
-        from edgellm.device.kv_window import WindowPolicy
+        from edgellm.engine.kv_cache import FeedStats, KvCache
+        from edgellm.engine.kv_window import WindowPolicy
 
         cache = KvCache(self.engine, WindowPolicy())  # the daemon's default: fp KV, no sliding
         stats = FeedStats()

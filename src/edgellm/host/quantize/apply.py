@@ -92,38 +92,13 @@ def quantize_model(
     scales: list[AwqScale] = []
     for i, layer in enumerate(layers):
         prefix = f"model.layers.{i}."
-        spec: dict[str, LayerSpec] = {
-            k.removeprefix(prefix): v for k, v in specs.items() if k.startswith(prefix)
-        }
+        spec = {k.removeprefix(prefix): v for k, v in specs.items() if k.startswith(prefix)}
+        gptq: dict[str, GPTQ] = {}
         if hidden is not None:
             scales += _awq_layer(adapter, model, layer, hidden, spec, prefix, plan.awq_duo)
-            gptq = {s: GPTQ(_linear(layer, s)) for s, v in spec.items() if v.method == "gptq"}
-            if gptq:
-                # Linears in one sequential group read the same input: accumulate one Hessian each.
-                leaders = {g[0]: [s for s in g if s in gptq] for g in adapter.sequential}
-                leaders = {k: v for k, v in leaders.items() if v}
-                _collect(
-                    adapter, model, layer, hidden, {v[0]: gptq[v[0]].add_batch for v in leaders.values()}
-                )
-                for members in leaders.values():
-                    for s in members[1:]:
-                        gptq[s].hessian = gptq[members[0]].hessian
-        else:
-            gptq = {}
+            gptq = _gptq_layer(adapter, model, layer, hidden, spec)
         for short, v in spec.items():
-            lin = _linear(layer, short)
-            if short in gptq:
-                q = gptq[short].quantize(
-                    v.bits, v.block, act_order=plan.gptq_act_order, clip_search=plan.gptq_grid == "mse"
-                )
-                gptq[short].free()
-            else:
-                # AWQ rounds on the grid its scale search scored (plan.awq_grid "minmax"): the
-                # scales were chosen for min..max ranges, and a clipping search on top undoes them.
-                clip = v.method == "awq" and plan.awq_grid == "mse"
-                q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=clip)
-            lin.weight.copy_(q.dequantize().to(lin.weight.dtype))
-            out[prefix + short] = q
+            out[prefix + short] = _quantize_linear(_linear(layer, short), v, plan, gptq.get(short))
         if hidden is not None:
             hidden = _run_layer(adapter, model, layer, hidden)
             check_finite(hidden, f"layer {i} output")
@@ -131,6 +106,41 @@ def quantize_model(
     out["lm_head"] = quantize_lm_head(model, plan)
     progress(1.0, "lm_head quantized")
     return out, scales
+
+
+def _gptq_layer(
+    adapter: DecoderAdapter,
+    model: nn.Module,
+    layer: nn.Module,
+    hidden: torch.Tensor,
+    spec: dict[str, LayerSpec],
+) -> dict[str, GPTQ]:
+    """A GPTQ per linear of this layer that uses it, each holding its Hessian from one calibration pass."""
+    gptq = {s: GPTQ(_linear(layer, s)) for s, v in spec.items() if v.method == "gptq"}
+    if not gptq:
+        return gptq
+    # Linears in one sequential group read the same input: accumulate one Hessian each.
+    leaders = {g[0]: [s for s in g if s in gptq] for g in adapter.sequential}
+    leaders = {k: v for k, v in leaders.items() if v}
+    _collect(adapter, model, layer, hidden, {v[0]: gptq[v[0]].add_batch for v in leaders.values()})
+    for members in leaders.values():
+        for s in members[1:]:
+            gptq[s].hessian = gptq[members[0]].hessian
+    return gptq
+
+
+def _quantize_linear(lin: nn.Linear, v: LayerSpec, plan: QuantPlan, gptq: GPTQ | None) -> QuantizedWeight:
+    """Quantize one linear in place (GPTQ when it has one, else round to nearest); return its integers."""
+    if gptq is not None:
+        q = gptq.quantize(v.bits, v.block, act_order=plan.gptq_act_order, clip_search=plan.gptq_grid == "mse")
+        gptq.free()
+    else:
+        # AWQ rounds on the grid its scale search scored (plan.awq_grid "minmax"): the
+        # scales were chosen for min..max ranges, and a clipping search on top undoes them.
+        clip = v.method == "awq" and plan.awq_grid == "mse"
+        q = rtn_quantize(lin.weight, v.bits, v.block, clip_search=clip)
+    lin.weight.copy_(q.dequantize().to(lin.weight.dtype))
+    return q
 
 
 def quantize_lm_head(model: nn.Module, plan: QuantPlan) -> QuantizedWeight:

@@ -109,7 +109,8 @@ def run(ns: argparse.Namespace) -> int:
 
 def report(result: dict[str, Any]) -> str:
     """The human summary: auto's candidates, the evaluation table and the protocol behind each figure."""
-    from edgellm.host.evaluate.report import protocol, table
+    from edgellm.common.score_table import table
+    from edgellm.host.evaluate.report import protocol
 
     lines = []
     if "auto" in result:

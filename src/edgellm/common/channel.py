@@ -1,5 +1,8 @@
 """The one place clients open channels: the token and TLS ride on the channel's credentials.
 
+In common because every caller of a daemon or host service opens one here: the client, the host's
+deploy job, `edgellm deploy` and the gateway.
+
 Every call on such a channel carries `authorization: Bearer <token>` (gRPC call credentials),
 so stubs, the push client's hand-made call and health probes need no per-call metadata.
 A token is sent only to a server that proved who it is (H1 of the second security review): by

@@ -1,4 +1,7 @@
-"""Resumable artifact push: ask the device what it has, send only the missing ranges, in chunks."""
+"""Resumable artifact push (PushArtifact's sender): ask the device what it has, send what is missing.
+
+In common so the `edgellm push` command, the host's deploy job and `edgellm deploy` share one sender.
+"""
 
 from __future__ import annotations
 

@@ -12,16 +12,16 @@ from edgellm.common.errors import FailedPrecondition
 from edgellm.common.logs import get_logger
 from edgellm.common.mnn_llm import MnnLlm
 from edgellm.common.token_table import TokenTable
-from edgellm.device.artifact import Artifact, check_loadable
-from edgellm.device.engine.base import Logits, last_row
-from edgellm.device.engine.config import EngineConfig, verify_lengths
-from edgellm.device.mnn_paths import artifact_label
+from edgellm.engine.artifact import Artifact, check_loadable
+from edgellm.engine.base import Logits, last_row
+from edgellm.engine.config import EngineConfig, verify_lengths
+from edgellm.engine.mnn_paths import artifact_label
 
 log = get_logger(__name__)
 
 
 class MnnEngine:
-    """One MNN LLM (implements `edgellm.device.engine.base.Engine`). Not thread-safe."""
+    """One MNN LLM (implements `edgellm.engine.base.Engine`). Not thread-safe."""
 
     def __init__(self, artifact: Artifact, config: EngineConfig) -> None:
         self.artifact = artifact

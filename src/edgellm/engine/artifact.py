@@ -12,7 +12,7 @@ from edgellm.common.hashing import sha256_file
 from edgellm.common.logs import get_logger
 from edgellm.common.manifest import MANIFEST, ArtifactManifest
 from edgellm.common.runtime import Runtime
-from edgellm.device.mnn_paths import MNN_CONFIG, artifact_label, check_mnn_paths
+from edgellm.engine.mnn_paths import MNN_CONFIG, artifact_label, check_mnn_paths
 
 log = get_logger(__name__)
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgellm.common.logs import get_logger
-from edgellm.device.drafting import ForwardCosts
-from edgellm.device.engine.base import Engine, Logits, last_row
-from edgellm.device.kv_window import KvMethod, WindowPolicy, eviction_range, system_prompt_length
+from edgellm.engine.base import Engine, Logits, last_row
+from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.kv_window import KvMethod, WindowPolicy, eviction_range, system_prompt_length
 
 log = get_logger(__name__)
 

@@ -61,22 +61,33 @@ class WindowPolicy:
             raise InvalidArgument(f"kv method must be one of {METHODS}, got {self.method!r}")
         if self.window < 0 or self.window > context_length:
             raise InvalidArgument(f"kv_window must be between 0 and the context length {context_length}")
-        if self.window and self.window < 64:
+        if self.n_keep < -1:
+            raise InvalidArgument(f"n_keep must be >= 0 (or -1 for the system prompt), got {self.n_keep}")
+        if self.window:
+            self._validate_window()
+        self._validate_tiers()
+
+    def _validate_window(self) -> None:
+        """A sliding window must be large enough to keep n_keep and still evict a chunk."""
+        if self.window < 64:
             raise InvalidArgument(f"kv_window {self.window} is too small (minimum 64)")
-        if self.window and self.n_keep >= self.window // 2:
+        if self.n_keep >= self.window // 2:
             raise InvalidArgument(
                 f"n_keep {self.n_keep} must be below half the window ({self.window // 2}) "
                 "to leave room to slide"
             )
-        if self.n_keep < -1:
-            raise InvalidArgument(f"n_keep must be >= 0 (or -1 for the system prompt), got {self.n_keep}")
-        if self.window and self.evict_chunk > self.window - max(self.n_keep, 0) - 1:
+        if self.evict_chunk > self.window - max(self.n_keep, 0) - 1:
             raise InvalidArgument(f"eviction chunk {self.evict_chunk} does not fit in the window")
-        if self.tiers and (list(self.tiers) != sorted(set(self.tiers)) or self.tiers[0] < 64):
+
+    def _validate_tiers(self) -> None:
+        """Tiers are increasing sizes of at least 64 tokens, under a sliding window."""
+        if not self.tiers:
+            return
+        if list(self.tiers) != sorted(set(self.tiers)) or self.tiers[0] < 64:
             raise InvalidArgument(
                 f"kv tiers must be increasing sizes of at least 64 tokens, got {self.tiers}"
             )
-        if self.tiers and not self.sliding:
+        if not self.sliding:
             raise InvalidArgument("kv tiers need a sliding window (--kv-window) as the top tier")
 
 

@@ -1,0 +1,20 @@
+"""The `ArtifactInfo` message for an opened artifact: one mapping for the daemon and HostService."""
+
+from __future__ import annotations
+
+from edgellm.engine.artifact import Artifact
+from edgellm.v1 import common_pb2
+
+
+def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
+    """ArtifactInfo for an artifact."""
+    m = artifact.manifest
+    return common_pb2.ArtifactInfo(
+        artifact_id=artifact.artifact_id,
+        name=m.name,
+        source_model=m.source.name,
+        quantization=m.quantization.label,
+        size_bytes=m.size_bytes,
+        files=[common_pb2.ArtifactFile(path=f.path, size=f.size, sha256=f.sha256) for f in m.files],
+        loaded=loaded,
+    )
