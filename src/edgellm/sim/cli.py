@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from edgellm.common.argtypes import float_in
 
 if TYPE_CHECKING:
-    from edgellm.device.virtual_phone.profile import PhoneProfile
+    from edgellm.sim.profile import PhoneProfile
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,8 +48,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _profile(name: str) -> PhoneProfile:
-    from edgellm.device.virtual_phone.generator import generate_profile
-    from edgellm.device.virtual_phone.profile import load_profile
+    from edgellm.sim.generator import generate_profile
+    from edgellm.sim.profile import load_profile
 
     m = re.fullmatch(r"(?:gen|held-out)-(\d+)", name)
     return generate_profile(int(m.group(1))) if m else load_profile(name)
@@ -57,9 +57,9 @@ def _profile(name: str) -> PhoneProfile:
 
 def run(ns: argparse.Namespace) -> int:
     """Simulate and print the figures."""
-    from edgellm.device.virtual_phone.oracle import oracle
-    from edgellm.device.virtual_phone.profile import list_profiles
-    from edgellm.device.virtual_phone.simulate import phone_ladder, simulate
+    from edgellm.sim.oracle import oracle
+    from edgellm.sim.profile import list_profiles
+    from edgellm.sim.simulate import phone_ladder, simulate
 
     if ns.list:
         sys.stdout.write("\n".join(list_profiles()) + "\n")

@@ -11,9 +11,9 @@ from edgellm.device.governor.controller import Decision, GovernorConfig, Thermal
 from edgellm.device.governor.cpufreq_caps import with_frequency_caps
 from edgellm.device.governor.ladder import build_ladder
 from edgellm.device.telemetry.cpu import CoreCluster
-from edgellm.device.virtual_phone.plant import ThermalPlant
-from edgellm.device.virtual_phone.profile import PhoneProfile
-from edgellm.device.virtual_phone.workload import Workload
+from edgellm.sim.plant import ThermalPlant
+from edgellm.sim.profile import PhoneProfile
+from edgellm.sim.workload import Workload
 
 # Steady state: the second half of a 30-minute run. Skin time constants of the generated phones reach
 # 700 s (R 7.8 K/W × C 91 J/K), so minutes 10-15 can still be the approach to the limit, not a cycle.
