@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from edgellm.common.argtypes import float_in
 
 if TYPE_CHECKING:
+    from edgellm.device.governor.actuation import Actuation
     from edgellm.sim.profile import PhoneProfile
 
 
@@ -48,62 +49,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _profile(name: str) -> PhoneProfile:
+    """A shipped profile, a JSON file, or a generated phone gen-SEED / held-out-SEED."""
     from edgellm.sim.generator import generate_profile
     from edgellm.sim.profile import load_profile
 
     m = re.fullmatch(r"(?:gen|held-out)-(\d+)", name)
-    return generate_profile(int(m.group(1))) if m else load_profile(name)
+    try:
+        return generate_profile(int(m.group(1))) if m else load_profile(name)
+    except (FileNotFoundError, ValueError, KeyError) as err:
+        raise _Refused(str(err)) from err
 
 
 def run(ns: argparse.Namespace) -> int:
     """Simulate and print the figures."""
-    from edgellm.sim.oracle import oracle
     from edgellm.sim.profile import list_profiles
-    from edgellm.sim.simulate import phone_ladder, simulate
+    from edgellm.sim.simulate import simulate
 
     if ns.list:
         sys.stdout.write("\n".join(list_profiles()) + "\n")
         return 0
-    if ns.minutes <= 0:
-        sys.stderr.write("edgellm: --minutes must be positive\n")
-        return 2
-    policy = ns.policy or {"on": "thermal", "off": "off", None: "thermal"}[ns.governor]
-    if (
-        ns.policy is not None
-        and ns.governor is not None
-        and {"on": "thermal", "off": "off"}[ns.governor] != policy
-    ):
-        sys.stderr.write(f"edgellm: --governor {ns.governor} contradicts --policy {policy}\n")
-        return 2
-    if (ns.rung is not None) != (policy == "pinned"):
-        sys.stderr.write("edgellm: --policy pinned needs --rung K, and --rung needs --policy pinned\n")
-        return 2
     try:
+        policy = _policy(ns)
         profile = _profile(ns.profile)
-    except (FileNotFoundError, ValueError, KeyError) as err:
+        pinned = _pinned_rung(profile, ns.rung) if policy == "pinned" else None
+    except _Refused as err:
         sys.stderr.write(f"edgellm: {err}\n")
         return 2
-    pinned = None
-    if policy == "pinned":
-        ladder = phone_ladder(profile)
-        if not 0 <= ns.rung < len(ladder):
-            rungs = ", ".join(f"{i}: {r.describe()}" for i, r in enumerate(ladder))
-            sys.stderr.write(
-                f"edgellm: --rung must be within 0..{len(ladder) - 1} on {profile.name} ({rungs})\n"
-            )
-            return 2
-        pinned = ladder[ns.rung]
     result = simulate(profile, ns.minutes, governor=policy == "thermal", pinned=pinned)
     summary = result.summary()
     if ns.oracle:
-        best = oracle(profile, ns.minutes)
-        summary["oracle_mean_tokens_per_second"] = round(best.mean_tokens_per_second, 3)
-        summary["oracle_actuation"] = best.actuation.describe()
-        summary["oracle_ratio"] = (
-            round(result.mean_tokens_per_second / best.mean_tokens_per_second, 3)
-            if best.mean_tokens_per_second > 0
-            else None
-        )
+        summary.update(_oracle(profile, ns.minutes, result.mean_tokens_per_second))
     if ns.json:
         sys.stdout.write(json.dumps(summary) + "\n")
         return 0
@@ -111,3 +86,44 @@ def run(ns: argparse.Namespace) -> int:
         if key != "tokens_per_second_by_minute":
             sys.stdout.write(f"{key:30} {value}\n")
     return 0
+
+
+class _Refused(Exception):
+    """A bad combination of options: the message goes to stderr and the command exits 2."""
+
+
+def _policy(ns: argparse.Namespace) -> str:
+    """thermal, off or pinned, from --policy and its --governor shorthand, once the options agree."""
+    if ns.minutes <= 0:
+        raise _Refused("--minutes must be positive")
+    shorthand = {"on": "thermal", "off": "off", None: None}[ns.governor]
+    policy: str = ns.policy or shorthand or "thermal"
+    if ns.policy is not None and shorthand is not None and shorthand != policy:
+        raise _Refused(f"--governor {ns.governor} contradicts --policy {policy}")
+    if (ns.rung is not None) != (policy == "pinned"):
+        raise _Refused("--policy pinned needs --rung K, and --rung needs --policy pinned")
+    return policy
+
+
+def _pinned_rung(profile: PhoneProfile, rung: int) -> Actuation:
+    """The ladder rung --rung names on this phone."""
+    from edgellm.sim.simulate import phone_ladder
+
+    ladder = phone_ladder(profile)
+    if not 0 <= rung < len(ladder):
+        rungs = ", ".join(f"{i}: {r.describe()}" for i, r in enumerate(ladder))
+        raise _Refused(f"--rung must be within 0..{len(ladder) - 1} on {profile.name} ({rungs})")
+    return ladder[rung]
+
+
+def _oracle(profile: PhoneProfile, minutes: float, mean_tokens_per_second: float) -> dict[str, object]:
+    """The oracle's figures, and the run's speed as a share of the oracle's."""
+    from edgellm.sim.oracle import oracle
+
+    best = oracle(profile, minutes)
+    best_tps = best.mean_tokens_per_second
+    return {
+        "oracle_mean_tokens_per_second": round(best_tps, 3),
+        "oracle_actuation": best.actuation.describe(),
+        "oracle_ratio": round(mean_tokens_per_second / best_tps, 3) if best_tps > 0 else None,
+    }
