@@ -23,17 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from edgellm.client.plot import Trace, plot_traces
-from edgellm.device.virtual_phone.generator import held_out_profiles, tuning_profiles
-from edgellm.device.virtual_phone.oracle import oracle
-from edgellm.device.virtual_phone.profile import (
+from edgellm.sim.generator import held_out_profiles, tuning_profiles
+from edgellm.sim.oracle import oracle
+from edgellm.sim.profile import (
     PhoneProfile,
     list_profiles,
     load_profile,
     profile_from_dict,
     warm_case,
 )
-from edgellm.device.virtual_phone.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
-from edgellm.device.virtual_phone.simulate import SimResult, simulate
+from edgellm.sim.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
+from edgellm.sim.simulate import SimResult, simulate
 
 
 def trace(result: SimResult) -> Trace:

@@ -18,10 +18,10 @@ from dataclasses import replace
 from typing import Any
 
 from edgellm.device.governor.controller import GovernorConfig
-from edgellm.device.virtual_phone.generator import tuning_profiles
-from edgellm.device.virtual_phone.profile import list_profiles, load_profile
-from edgellm.device.virtual_phone.scorecard import score
-from edgellm.device.virtual_phone.simulate import simulate
+from edgellm.sim.generator import tuning_profiles
+from edgellm.sim.profile import list_profiles, load_profile
+from edgellm.sim.scorecard import score
+from edgellm.sim.simulate import simulate
 
 DEFAULT_GRID = "ki_gap=0.015,0.03;probe_hold_s=30,40;idle_learn_s=120,300;kp_over_c=2,3"
 

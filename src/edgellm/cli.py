@@ -16,14 +16,14 @@ from edgellm.common.logs import configure_logging
 # Each module exposes `register(subparsers)`; subcommand handlers import heavy deps lazily,
 # so `edgellm generate` on a laptop never loads torch and `edgellm daemon` on a phone never needs it.
 COMMAND_MODULES: tuple[str, ...] = (
-    "edgellm.device.cli",
+    "edgellm.platforms",  # `edgellm daemon` (edgellm.device.cli), on the platform chosen there
     "edgellm.host.convert.cli",
     "edgellm.client.commands.generate",
     "edgellm.client.commands.chat",
     "edgellm.client.commands.status",
     "edgellm.deploy.cli",
     "edgellm.client.commands.models",
-    "edgellm.client.commands.simulate",
+    "edgellm.sim.cli",
     "edgellm.client.commands.telemetry",
     "edgellm.client.commands.config",
     "edgellm.gateway.cli",

@@ -24,6 +24,7 @@ from edgellm.device.rpc.server import RunningDaemon
 from edgellm.device.rpc.server import start_server as start_daemon
 from edgellm.host.server import HostConfig, RunningHost
 from edgellm.host.server import start_server as start_host
+from edgellm.platforms import choose_platform
 from tests.tiny_quant import tiny_artifact, tiny_hf, tiny_model
 from tests.trust import trust_server
 
@@ -74,9 +75,8 @@ def bare_daemon_factory(
     def make(**options: Any) -> RunningDaemon:
         data = tmp_path_factory.mktemp("bare-daemon")
         # A token and TLS as users run it, made known to clients as a deploy makes a phone known.
-        running: RunningDaemon = loop_thread.run(
-            start_daemon(DaemonConfig(port=0, data_dir=data, warmup=False, **options))
-        )
+        config = DaemonConfig(port=0, data_dir=data, warmup=False, **options)
+        running: RunningDaemon = loop_thread.run(start_daemon(config, platform=choose_platform(config)))
         trust_server(running.security, running.port, "bare-daemon")
         started.append(running)
         return running

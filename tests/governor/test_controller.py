@@ -6,8 +6,8 @@ from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.controller import GovernorConfig, SlopeEstimator, ThermalController
 from edgellm.device.governor.ladder import build_ladder
 from edgellm.device.telemetry.cpu import CoreCluster
-from edgellm.device.virtual_phone.profile import load_profile
-from edgellm.device.virtual_phone.simulate import simulate
+from edgellm.sim.profile import load_profile
+from edgellm.sim.simulate import simulate
 
 SD8G3 = [
     CoreCluster((0, 1), 280, 2270000),

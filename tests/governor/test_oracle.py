@@ -7,16 +7,16 @@ import json
 import pytest
 
 from edgellm.cli import main
-from edgellm.device.virtual_phone.generator import (
+from edgellm.sim.generator import (
     HELD_OUT_SEEDS,
     TUNING_SEEDS,
     HeldOutError,
     generate_profile,
     tuning_profiles,
 )
-from edgellm.device.virtual_phone.oracle import oracle
-from edgellm.device.virtual_phone.profile import load_profile
-from edgellm.device.virtual_phone.simulate import comfort_limit, phone_ladder, simulate
+from edgellm.sim.oracle import oracle
+from edgellm.sim.profile import load_profile
+from edgellm.sim.simulate import comfort_limit, phone_ladder, simulate
 
 
 def test_the_oracle_respects_the_comfort_limit_and_beats_every_feasible_fixed_rung() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from bench.bench_thermal import failures, warm_case_phones
-from edgellm.device.virtual_phone.generator import held_out_profiles, tuning_profiles
-from edgellm.device.virtual_phone.profile import PhoneProfile
-from edgellm.device.virtual_phone.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
+from edgellm.sim.generator import held_out_profiles, tuning_profiles
+from edgellm.sim.profile import PhoneProfile
+from edgellm.sim.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD_OUT = held_out_profiles()

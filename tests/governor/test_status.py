@@ -11,15 +11,15 @@ import pytest
 from edgellm.cli import main
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.platforms import choose_platform
 from tests.polling import apoll
 from tests.trust import trust_server
 
 
 @pytest.fixture
 async def virtual_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
-    running = await start_server(
-        DaemonConfig(port=0, data_dir=tmp_path, virtual_phone="sd8gen3", governor_period_s=0.05)
-    )
+    config = DaemonConfig(port=0, data_dir=tmp_path, virtual_phone="sd8gen3", governor_period_s=0.05)
+    running = await start_server(config, platform=choose_platform(config))
     trust_server(running.security, running.port, "virtual-phone")  # as a deploy makes a phone known
     yield running
     await running.stop(0)

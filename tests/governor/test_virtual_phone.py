@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 
 from edgellm.device.governor.actuation import Actuation
-from edgellm.device.virtual_phone.plant import ThermalPlant
-from edgellm.device.virtual_phone.profile import (
+from edgellm.sim.plant import ThermalPlant
+from edgellm.sim.profile import (
     PROFILE_DIR,
     list_profiles,
     load_profile,
     profile_from_dict,
     warm_case,
 )
-from edgellm.device.virtual_phone.simulate import SimResult, simulate
+from edgellm.sim.simulate import SimResult, simulate
 
 PUBLISHED = {1: 12.4, 5: 9.1, 10: 6.2, 15: 4.1, 30: 3.8}  # Snapdragon 8 Gen 3 CPU decode, DESIGN.md
 

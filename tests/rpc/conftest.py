@@ -14,6 +14,7 @@ import pytest_asyncio
 from edgellm.common.channel import ChannelSecurity, open_aio_channel
 from edgellm.device.config import DaemonConfig
 from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.platforms import choose_platform
 from edgellm.v1 import device_pb2_grpc
 from tests.fakes.fake_artifact import write_fake_artifact
 from tests.fakes.fake_engine import DEFAULT_REPLY, FakeEngine
@@ -42,7 +43,10 @@ async def start_fake(fake_artifact: Path, tmp_path: Path) -> AsyncIterator[Start
             data_dir=tmp_path / f"data{len(started)}",
             insecure_loopback="auth_token" not in config,
         )
-        running = await start_server(replace(base, **config), FakeEngine.factory(reply, endless, step_s))
+        settings = replace(base, **config)
+        running = await start_server(
+            settings, FakeEngine.factory(reply, endless, step_s), platform=choose_platform(settings)
+        )
         started.append(running)
         return running
 

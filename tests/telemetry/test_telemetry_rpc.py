@@ -14,8 +14,10 @@ import grpc
 import pytest
 
 from edgellm.device.config import DaemonConfig
-from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.actuation import Actuation, GovernorPolicy
 from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.platforms import choose_platform
+from edgellm.sim.platform import VirtualPhone
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.polling import apoll
 
@@ -122,27 +124,28 @@ async def test_pacing_slows_decode_and_threads_change_how_many_threads_mnn_compu
 
 @pytest.fixture
 async def virtual_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
-    running = await start_server(
-        DaemonConfig(
-            port=0,
-            data_dir=tmp_path,
-            virtual_phone="sd8gen3",
-            virtual_phone_time_scale=120.0,
-            governor_period_s=0.1,
-            insecure_loopback=True,
-        )
+    config = DaemonConfig(
+        port=0,
+        data_dir=tmp_path,
+        virtual_phone="sd8gen3",
+        virtual_phone_time_scale=120.0,
+        governor_period_s=0.1,
+        insecure_loopback=True,
     )
+    running = await start_server(config, platform=choose_platform(config))
     yield running
     await running.stop(0)
 
 
 async def test_virtual_phone_writes_sysfs_the_readers_read(virtual_daemon: RunningDaemon) -> None:
     gov = virtual_daemon.core.governor
+    platform = gov.platform
+    assert isinstance(platform, VirtualPhone)
     assert gov.setpoint_c == pytest.approx(40.5 - gov.config.margin_c)  # first skin trip of the fake tree
     assert [r.label for r in gov.ladder] == ["fastest", "middle", "middle-half", "little"]
     assert gov.ladder[0].cpus == (4, 5, 6, 7)
     # A few governor periods: the plant advances on the scaled clock.
-    await apoll(lambda: gov.phone is not None and gov.phone.sim_seconds > 0, "the plant advancing")
+    await apoll(lambda: platform.phone.sim_seconds > 0, "the plant advancing")
     async with grpc.aio.insecure_channel(f"127.0.0.1:{virtual_daemon.port}") as ch:
         stub: Stub = device_pb2_grpc.DeviceDaemonStub(ch)
         call = stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))
@@ -152,21 +155,22 @@ async def test_virtual_phone_writes_sysfs_the_readers_read(virtual_daemon: Runni
     assert {"cpu", "skin", "battery"} <= kinds
     assert sample.HasField("skin_celsius") and 20.0 < sample.skin_celsius < 60.0
     assert len(sample.cores) == 8 and max(c.max_khz for c in sample.cores) == 3300000
-    assert gov.phone is not None and gov.phone.sim_seconds > 0
+    assert platform.phone.sim_seconds > 0
 
 
 async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Path, tmp_path: Path) -> None:
-    running = await start_server(
-        DaemonConfig(
-            port=0,
-            model=default_artifact,
-            data_dir=tmp_path,
-            virtual_phone="sd8gen3",
-            governor_policy=GovernorPolicy.OFF,
-            virtual_phone_time_scale=0.001,  # hold the plant where the test puts it
-            insecure_loopback=True,
-        )
+    config = DaemonConfig(
+        port=0,
+        model=default_artifact,
+        data_dir=tmp_path,
+        virtual_phone="sd8gen3",
+        governor_policy=GovernorPolicy.OFF,
+        virtual_phone_time_scale=0.001,  # hold the plant where the test puts it
+        insecure_loopback=True,
     )
+    platform = choose_platform(config)
+    assert isinstance(platform, VirtualPhone)
+    running = await start_server(config, platform=platform)
     # The firmware's slowdown reaches the real engine as a pause after each decode step of
     # (slowdown - 1) x that step; recorded here, not timed (the hot/cool speed ratio is a wall-clock
     # figure: bench/bench_thermal.py and docs/governor.md).
@@ -175,8 +179,8 @@ async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Pa
     assert firmware is not None
     delays: list[tuple[float, float]] = []
 
-    def recorded(step: float) -> float:
-        delays.append((step, firmware(step)))
+    def recorded(act: Actuation | None, step: float) -> float:
+        delays.append((step, firmware(act, step)))
         return delays[-1][1]
 
     acts.extra_delay = recorded
@@ -186,12 +190,12 @@ async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Pa
             await decode_tps(stub)
             assert delays and all(delay == 0 for _, delay in delays)  # cool: no firmware level
             delays.clear()
-            plant = running.core.governor.phone.plant  # type: ignore[union-attr]
+            plant = platform.phone.plant
             plant.skin_c = 60.0  # past every trip point: all firmware levels engage
             plant.update_firmware()
             assert plant.level == len(plant.p.firmware.levels)
             # The deepest level cuts sd8gen3 decode to about a third: the physics says so exactly,
-            slowdown = running.core.governor.phone.slowdown(None)  # type: ignore[union-attr]
+            slowdown = platform.phone.slowdown(None)
             last = [r async for r in stub.Generate(prompt(40))][-1]
     finally:
         await running.stop(0)

@@ -4,19 +4,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgellm.common.cli_options import add_options, values_from
 from edgellm.common.errors import NotFound
 from edgellm.common.paths import resolve_artifact
 from edgellm.device.config import DaemonConfig
 
+if TYPE_CHECKING:
+    from edgellm.device.governor.platform import Platform
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the `daemon` subcommand; its options are generated from DaemonConfig's fields."""
+PlatformChooser = Callable[[DaemonConfig], "Platform"]
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], choose_platform: PlatformChooser | None = None
+) -> None:
+    """Add the `daemon` subcommand; its options are generated from DaemonConfig's fields.
+
+    `choose_platform` picks the phone from the settings (`edgellm.platforms`, above the daemon).
+    """
     p = sub.add_parser("daemon", help="run the device daemon (gRPC) in the foreground")
     add_options(p, DaemonConfig)
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=functools.partial(run, choose_platform=choose_platform))
 
 
 def _model_from(word: str | None) -> Path | None:
@@ -47,9 +60,10 @@ def config_from(ns: argparse.Namespace) -> DaemonConfig:
     return DaemonConfig(**{**values, "model": model, "autotune": ns.threads is None})
 
 
-def run(ns: argparse.Namespace) -> int:
-    """Serve until interrupted."""
+def run(ns: argparse.Namespace, choose_platform: PlatformChooser | None = None) -> int:
+    """Serve until interrupted, on the platform chosen (the real phone when no chooser is given)."""
     from edgellm.device.rpc.server import serve
 
-    asyncio.run(serve(config_from(ns)))
+    config = config_from(ns)
+    asyncio.run(serve(config, choose_platform(config) if choose_platform is not None else None))
     return 0

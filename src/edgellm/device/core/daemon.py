@@ -31,6 +31,7 @@ from edgellm.device.core.state import (
 )
 from edgellm.device.generation import Event, GenerationJob
 from edgellm.device.governor.controller import GovernorConfig
+from edgellm.device.governor.platform import Platform, phone_platform
 from edgellm.device.governor.runtime import GovernorRuntime
 from edgellm.device.push import PushReceiver, PushResult, ReadyFn
 from edgellm.device.store import ArtifactStore, StoreStatus, parse_manifest
@@ -51,28 +52,44 @@ _FULL_ID = re.compile(r"[0-9a-f]{64}")
 RETUNE_IDLE_S = 30.0
 
 
-class DaemonCore:
-    """Owns the engine (through the worker thread), the artifact store and the governor."""
+def _phone(config: DaemonConfig) -> Platform:
+    """The real phone under config's roots: the platform when the caller chose none."""
+    if config.virtual_phone:
+        # The daemon cannot build a simulated phone (edgellm.sim sits above it): its caller must.
+        raise InvalidArgument(
+            "a virtual phone is a platform the caller passes in: edgellm.platforms.choose_platform(config)"
+        )
+    return phone_platform(config.sysfs_root, config.proc_root)
 
-    def __init__(self, config: DaemonConfig, engine_factory: EngineFactory = MnnEngine) -> None:
+
+class DaemonCore:
+    """Owns the engine (through the worker thread), the artifact store and the governor.
+
+    `platform` is the phone the governor reads and drives, chosen by the caller (`edgellm.platforms`);
+    without one, the real phone under config.sysfs_root and config.proc_root.
+    """
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        engine_factory: EngineFactory = MnnEngine,
+        platform: Platform | None = None,
+    ) -> None:
         self.started = time.time()
         self.worker = EngineWorker(config.queue_size, on_idle=release_free_memory)
         root = config.data_dir / "store"
         quota, reserve = default_limits(root, config.store_quota_bytes, config.disk_reserve_bytes)
         self.store = ArtifactStore(root, quota_bytes=quota, disk_reserve_bytes=reserve)
         log.info("store_limits", quota_bytes=quota, disk_reserve_bytes=reserve)
+        platform = platform if platform is not None else _phone(config)
         self.governor = GovernorRuntime(
             threads=config.threads,
             config=GovernorConfig(policy=config.governor_policy, setpoint_c=config.setpoint_c),
-            sysfs_root=config.sysfs_root,
-            proc_root=config.proc_root,
-            virtual_phone=config.virtual_phone,
-            virtual_root=config.data_dir / "virtual-phone",
-            time_scale=config.virtual_phone_time_scale,
+            platform=platform,
             period_s=config.governor_period_s,
         )
         # Every telemetry stream shares one sensor read per minimum interval (50 ms).
-        self.readings = SharedReading(self.governor.telemetry.read, MIN_TELEMETRY_INTERVAL_MS / 1000)
+        self.readings = SharedReading(platform.telemetry.read, MIN_TELEMETRY_INTERVAL_MS / 1000)
         self.models = ModelLifecycle(config, self.worker, self.store, engine_factory)
         self.models.on_threads = self.governor.set_threads  # the ladder starts from the autotuned count
         self.scheduler = Scheduler(self.models, self.worker, self.governor)
@@ -220,7 +237,7 @@ class DaemonCore:
     async def telemetry(self) -> TelemetryFrame:
         """One telemetry sample (the OS readers run off the event loop)."""
         gov = self.governor
-        live = gov.actuators.tokens_per_second()
+        live = gov.tokens_per_second()
         reading = await self.readings.get()
         state = self.engine_state
         generating = state in (EngineState.PREFILL, EngineState.DECODE)
@@ -266,7 +283,7 @@ class DaemonCore:
             log.info("threads_reloaded", threads=change.threads, reload_ms=reload_ms)
 
     def _validate(self, change: ConfigUpdate) -> None:
-        cpus = max(os.cpu_count() or 1, len(self.governor.actuators.allowed))
+        cpus = max(os.cpu_count() or 1, len(self.governor.allowed_cpus))
         if change.threads is not None and not 1 <= change.threads <= cpus:
             raise InvalidArgument(f"threads must be within 1..{cpus}, not {change.threads}")
         window = change.kv_window if change.kv_window is not None else self.config.kv_window

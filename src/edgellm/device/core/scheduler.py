@@ -120,15 +120,17 @@ class Scheduler:
             else:
                 ticket.emit(event)
 
-        actuators = self.governor.actuators
-        actuators.before_prefill()
-        self.governor.busy = True
         try:
-            finished = run_generation(
-                cache, job, emit, ticket.cancelled, between_tokens=actuators.between_tokens, guide=guide
-            )
+            with self.governor.generating():
+                finished = run_generation(
+                    cache,
+                    job,
+                    emit,
+                    ticket.cancelled,
+                    between_tokens=self.governor.between_tokens,
+                    guide=guide,
+                )
         finally:
-            self.governor.busy = False
             self.phase = None
         self._account(finished, guide)
 

@@ -68,6 +68,7 @@ class Actuators:
         hint: PerformanceHint | None = None,
         caps: CpufreqCaps | None = None,
         thread_ids: Callable[[], list[int]] | None = None,
+        extra_delay: Callable[[Actuation | None, float], float] | None = None,
     ) -> None:
         self.allowed = tuple(sorted(allowed if allowed is not None else os.sched_getaffinity(0)))
         self._sleep, self._clock, self._affinity = sleep, clock, affinity
@@ -79,7 +80,8 @@ class Actuators:
         self._step_start: float | None = None
         self._phase = ""
         self.last_pause_s = 0.0
-        self.extra_delay: Callable[[float], float] | None = None  # virtual phone: firmware slowdown
+        # Seconds to add after a decode step at an actuation (a virtual phone's firmware slowdown).
+        self.extra_delay = extra_delay
         self._tokens: deque[float] = deque(maxlen=4096)  # times decode steps finished (live tok/s)
         self.hint = hint if hint is not None and hint.available else None
         self.caps = caps if caps is not None and caps.available else None
@@ -155,23 +157,37 @@ class Actuators:
         now = self._clock()
         self._tokens.append(now)
         act = self.current
-        if self._phase != "decode" or (
-            act is not None and act.blend > 0 and self._decoded % BLEND_BLOCK == 0
-        ):
+        if self._repin_due(act):
             self._pin(self._decode_cpus(act) if act is not None else self.allowed)
             self._phase = "decode"
         self._decoded += 1
         step = now - self._step_start if self._step_start is not None else 0.0
-        pause = act.pause_s(step) if act is not None else 0.0
-        if self.extra_delay is not None:
-            pause += self.extra_delay(step)
-        if self.hint is not None and step > 0:
-            if not self.hint.live and not self.hint.open(self._thread_ids(), step + pause):
-                self.hint = None  # refused: do not ask again
-            else:
-                self.hint.target(step + pause)  # the paced period: the scheduler may lower clocks
-                self.hint.report(step)
+        pause = self._pause_s(act, step)
+        self._report_hint(step, pause)
         self.last_pause_s = pause
         if pause > 0:
             self._sleep(pause)
         self._step_start = self._clock()
+
+    def _repin_due(self, act: Actuation | None) -> bool:
+        """Whether to pin now: the first decode token, or a blend's block boundary."""
+        if self._phase != "decode":
+            return True
+        return act is not None and act.blend > 0 and self._decoded % BLEND_BLOCK == 0
+
+    def _pause_s(self, act: Actuation | None, step: float) -> float:
+        """The sleep after a decode step of step seconds: the actuation's pacing plus any extra delay."""
+        pause = act.pause_s(step) if act is not None else 0.0
+        if self.extra_delay is not None:
+            pause += self.extra_delay(act, step)
+        return pause
+
+    def _report_hint(self, step: float, pause: float) -> None:
+        """Tell the ADPF session the paced period and the work it took (opening it on first use)."""
+        if self.hint is None or step <= 0:
+            return
+        if not self.hint.live and not self.hint.open(self._thread_ids(), step + pause):
+            self.hint = None  # refused: do not ask again
+            return
+        self.hint.target(step + pause)  # the paced period: the scheduler may lower clocks
+        self.hint.report(step)

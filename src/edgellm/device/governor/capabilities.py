@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard, TypeVar
 
 from edgellm.device.governor.adpf import PerformanceHint
 from edgellm.device.governor.cpufreq_caps import CpufreqCaps
 from edgellm.device.governor.headroom import ThermalHeadroom
 from edgellm.device.telemetry.source import Reading
+
+Adapter = TypeVar("Adapter", CpufreqCaps, PerformanceHint, ThermalHeadroom)
 
 
 @dataclass(frozen=True)
@@ -38,23 +41,18 @@ def survey(
         Capability(
             "scaling_max_freq",
             "actuator",
-            caps is not None and caps.available,
-            f"{len(caps.domains)} frequency domains" if caps is not None and caps.available else _why(caps),
+            _live(caps),
+            f"{len(caps.domains)} frequency domains" if _live(caps) else _why(caps),
         ),
         Capability(
             "adpf_performance_hint",
             "actuator",
-            hint is not None and hint.available,
-            ("session open" if hint.live else "ready") if hint is not None and hint.available else _why(hint),
+            _live(hint),
+            ("session open" if hint.live else "ready") if _live(hint) else _why(hint),
         ),
-        Capability("skin", "sensor", skin is not None, "" if skin is not None else "no readable skin zone"),
-        Capability(
-            "cpu_zone",
-            "sensor",
-            cpu is not None,
-            "die-skin gap: power meter" if cpu is not None else "unreadable",
-        ),
-        Capability("battery", "sensor", battery is not None, "" if battery is not None else "unreadable"),
+        _sensor("skin", skin, "", "no readable skin zone"),
+        _sensor("cpu_zone", cpu, "die-skin gap: power meter", "unreadable"),
+        _sensor("battery", battery, "", "unreadable"),
         Capability(
             "skin_trip_points",
             "sensor",
@@ -64,10 +62,20 @@ def survey(
         Capability(
             "athermal_headroom",
             "sensor",
-            headroom is not None and headroom.available,
-            "AThermal_getThermalHeadroom" if headroom is not None and headroom.available else _why(headroom),
+            _live(headroom),
+            "AThermal_getThermalHeadroom" if _live(headroom) else _why(headroom),
         ),
     )
+
+
+def _sensor(name: str, value: float | None, live: str, off: str) -> Capability:
+    """A sensor: live when it read a value."""
+    return Capability(name, "sensor", value is not None, live if value is not None else off)
+
+
+def _live(adapter: Adapter | None) -> TypeGuard[Adapter]:
+    """Whether an adapter was probed and is available."""
+    return adapter is not None and adapter.available
 
 
 def _why(adapter: CpufreqCaps | PerformanceHint | ThermalHeadroom | None) -> str:

@@ -137,59 +137,18 @@ class ThermalController:
         dt = 0.0 if self.last_t is None else min(max(now - self.last_t, 0.0), 10.0)
         self.last_t = now
         slope = self.slope.add(now, skin_c)
-        aim = self.setpoint_c - c.aim_below_c
-        if headroom is not None and math.isfinite(headroom) and headroom > c.headroom_limit:
-            aim -= c.k_headroom_c * (headroom - c.headroom_limit)  # the OS forecasts throttling: back off
+        aim = self._aim(headroom)
         if die_c is None:
             self.prober = None
             self._skin_only_step(skin_c, aim, slope, dt)
             return self._select(now)
         learn = not self.probing and now >= self.learn_from
         model = self.identifier.add(now, skin_c, die_c, learn)
-        if self.skin_ema is None:
-            self.skin_ema = skin_c
-        self.skin_ema += (skin_c - self.skin_ema) * min(dt / c.skin_filter_s, 1.0)
-        excess = self.skin_ema - aim
-        goal = aim - (c.kp_over_c if excess > 0 else c.kp_under_c) * excess
-        # interquartile mean of the last gaps: a prefill burst (fastest cores, ~0.3 s per request) heats
-        # the die for ~10 s, which the integral followed into a 30 s dip of decode speed once per reply
-        # (ripple 0.37 on a hot tuning phone); a median kept the sensors' 0.1 °C steps, and on a hot
-        # phone 0.1 K of gap is a third of the budget
-        settling = (
-            prefill_age_s is not None and prefill_age_s < c.prefill_settle_s
-        ) or now < self.settle_until
-        if not settling or not self.gaps:
-            self.gaps.append(die_c - skin_c)
-        ordered = sorted(self.gaps)
-        cut = len(ordered) // 4  # interquartile mean: a prefill's die pulse lasts ~10 samples
-        core = ordered[cut : len(ordered) - cut] if cut else ordered
-        gap = max(sum(core) / len(core), c.gap_floor_k)
+        goal = self._goal(skin_c, aim, dt)
+        settling = self._settling(now, prefill_age_s)
+        gap = self._gap(die_c - skin_c, settling)
         target = max(model.gap_for(goal), c.gap_floor_k)
-        mode = "ladder"
-        if self.prober is not None and tokens_per_second is None:
-            self.prober = None  # nothing to rank the rungs by
-        if self.prober is not None and not self.prober.done:
-            self.prober.add(now, skin_c, aim, gap, tokens_per_second or 0.0)
-            mode = "probe"
-            if self.prober.done:
-                self.frontier = self.prober.frontier(c.min_duty)
-                self.learn_from = now + c.learn_after_probe_s
-                # the die is still at the last (hottest) probe's gap: start from the model's target
-                # and let the gap loop work once the die has settled on the new operating point
-                self.settle_until = now + c.probe_settle_s
-                self.gaps.clear()
-                if self.frontier is not None:
-                    self.position = self.frontier.position(target)
-                    self.command = target
-                    self.applied = -1.0  # positions now live on the frontier: force the first selection
-                    mode = "frontier"
-        elif self.frontier is not None:
-            self._frontier_step(gap, target, 0.0 if settling else dt)
-            mode = "frontier"
-            self._maybe_extend(skin_c, aim, target, now)
-        else:
-            step = min(max(math.log(gap / target), -1.0), 1.0)
-            self.position = min(max(self.position + c.k_gap * step * dt, 0.0), self.path.max_position)
+        mode = self._step(now, skin_c, aim, gap, target, 0.0 if settling else dt, dt, tokens_per_second)
         predicted = model.steady_skin_c(gap)
         self.components = Components(
             skin_c,
@@ -208,6 +167,90 @@ class ThermalController:
         if mode == "probe":
             return self._set(self.prober.current if self.prober is not None else self.current, now, "probe")
         return self._select(now)
+
+    def _aim(self, headroom: float | None) -> float:
+        """The skin temperature to hold: under the comfort limit, lower when the OS forecasts throttling."""
+        c = self.config
+        aim = self.setpoint_c - c.aim_below_c
+        if headroom is not None and math.isfinite(headroom) and headroom > c.headroom_limit:
+            aim -= c.k_headroom_c * (headroom - c.headroom_limit)  # the OS forecasts throttling: back off
+        return aim
+
+    def _goal(self, skin_c: float, aim: float, dt: float) -> float:
+        """Where the model should settle the skin: the aim, pulled down while the filtered skin is over."""
+        c = self.config
+        if self.skin_ema is None:
+            self.skin_ema = skin_c
+        self.skin_ema += (skin_c - self.skin_ema) * min(dt / c.skin_filter_s, 1.0)
+        excess = self.skin_ema - aim
+        return aim - (c.kp_over_c if excess > 0 else c.kp_under_c) * excess
+
+    def _settling(self, now: float, prefill_age_s: float | None) -> bool:
+        """Whether the die is still off its steady gap (after a prefill burst, or after probing)."""
+        after_prefill = prefill_age_s is not None and prefill_age_s < self.config.prefill_settle_s
+        return after_prefill or now < self.settle_until
+
+    def _gap(self, gap_now: float, settling: bool) -> float:
+        """The die-skin gap the loops use: an interquartile mean of the last gaps, floored.
+
+        A prefill burst (fastest cores, ~0.3 s per request) heats the die for ~10 s, which the integral
+        followed into a 30 s dip of decode speed once per reply (ripple 0.37 on a hot tuning phone); a
+        median kept the sensors' 0.1 °C steps, and on a hot phone 0.1 K of gap is a third of the budget.
+        """
+        if not settling or not self.gaps:
+            self.gaps.append(gap_now)
+        ordered = sorted(self.gaps)
+        cut = len(ordered) // 4  # interquartile mean: a prefill's die pulse lasts ~10 samples
+        core = ordered[cut : len(ordered) - cut] if cut else ordered
+        return max(sum(core) / len(core), self.config.gap_floor_k)
+
+    def _step(
+        self,
+        now: float,
+        skin_c: float,
+        aim: float,
+        gap: float,
+        target: float,
+        gap_dt: float,
+        dt: float,
+        tokens_per_second: float | None,
+    ) -> str:
+        """Move the position by the loop in charge (probe, frontier or ladder); return its name.
+
+        gap_dt: the frontier integral's time step (0 while the die settles).
+        """
+        if self.prober is not None and tokens_per_second is None:
+            self.prober = None  # nothing to rank the rungs by
+        if self.prober is not None and not self.prober.done:
+            return self._probe_step(self.prober, now, skin_c, aim, gap, target, tokens_per_second or 0.0)
+        if self.frontier is not None:
+            self._frontier_step(gap, target, gap_dt)
+            self._maybe_extend(skin_c, aim, target, now)
+            return "frontier"
+        step = min(max(math.log(gap / target), -1.0), 1.0)
+        self.position = min(max(self.position + self.config.k_gap * step * dt, 0.0), self.path.max_position)
+        return "ladder"
+
+    def _probe_step(
+        self, prober: Prober, now: float, skin_c: float, aim: float, gap: float, target: float, tps: float
+    ) -> str:
+        """One probing reading; when probing ends, move onto the measured frontier (if one was built)."""
+        c = self.config
+        prober.add(now, skin_c, aim, gap, tps)
+        if not prober.done:
+            return "probe"
+        self.frontier = prober.frontier(c.min_duty)
+        self.learn_from = now + c.learn_after_probe_s
+        # the die is still at the last (hottest) probe's gap: start from the model's target
+        # and let the gap loop work once the die has settled on the new operating point
+        self.settle_until = now + c.probe_settle_s
+        self.gaps.clear()
+        if self.frontier is None:
+            return "probe"
+        self.position = self.frontier.position(target)
+        self.command = target
+        self.applied = -1.0  # positions now live on the frontier: force the first selection
+        return "frontier"
 
     def _maybe_extend(self, skin: float, aim: float, target: float, now: float) -> None:
         """At the top of the measured frontier with heat to spare for a minute: measure a hotter rung."""

@@ -42,30 +42,33 @@ class CpufreqCaps:
         if not (enabled if enabled is not None else (sys.platform == "android" or root != Path("/"))):
             self.reason = "frequency caps are only written on Android"
             return
-        base = root / "sys/devices/system/cpu"
-        for d in sorted(base.glob("cpu[0-9]*/cpufreq")):
-            related = read_text(d / "related_cpus")
-            cpus = parse_cpu_list(related) if related else (int(d.parent.name[3:]),)
-            path = d / "scaling_max_freq"
-            if cpus in self.domains or not path.exists():
-                continue
-            value = read_int(path)
-            if value is None:
-                continue
-            try:
-                if not os.access(path, os.W_OK):
-                    raise PermissionError("not writable")
-                self._write(path, f"{value}\n")  # a write of the same value proves we may write
-            except OSError as err:
-                self.reason = f"{path} is not writable ({err}): needs root"
-                continue
-            self.domains[cpus] = path
-            self.original[path] = value
-            self.hw_max[path] = read_int(d / "cpuinfo_max_freq") or value
+        for d in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq")):
+            self._probe(d)
         if not self.domains and not self.reason:
             self.reason = "no cpufreq policy with scaling_max_freq"
         if self.domains:
             self.reason = ""
+
+    def _probe(self, policy: Path) -> None:
+        """Add policy's frequency domain if its scaling_max_freq takes a write, else note why not."""
+        related = read_text(policy / "related_cpus")
+        cpus = parse_cpu_list(related) if related else (int(policy.parent.name[3:]),)
+        path = policy / "scaling_max_freq"
+        if cpus in self.domains or not path.exists():
+            return
+        value = read_int(path)
+        if value is None:
+            return
+        try:
+            if not os.access(path, os.W_OK):
+                raise PermissionError("not writable")
+            self._write(path, f"{value}\n")  # a write of the same value proves we may write
+        except OSError as err:
+            self.reason = f"{path} is not writable ({err}): needs root"
+            return
+        self.domains[cpus] = path
+        self.original[path] = value
+        self.hw_max[path] = read_int(policy / "cpuinfo_max_freq") or value
 
     @property
     def available(self) -> bool:

@@ -93,8 +93,7 @@ class Prober:
             return
         if self.start_skin_c is None:
             self.start_skin_c = skin_c
-        budget = self.headroom_share * (aim_c - self.start_skin_c)
-        if skin_c > aim_c - self.margin_c or skin_c - self.start_skin_c > budget:
+        if self._out_of_room(skin_c, aim_c, self.start_skin_c):
             # no room left for hotter rungs (on a phone with 5 K of headroom, probing them all used 3 K
             # and cost minutes at a crawl afterwards): keep what was measured, a long-enough partial too
             if self.held >= self.min_fit_s:
@@ -105,14 +104,24 @@ class Prober:
             return  # idle: nothing to measure
         self.held += dt
         self.samples.append((self.held, gap_k, tokens_per_second))
-        if self.results and self.speed_s <= self.held < self.speed_s + dt:
-            speed = [x[2] for x in self.samples if x[0] >= 3.0]
-            if speed and sum(speed) / len(speed) <= 1.03 * max(r[2] for r in self.results):
-                self.step += 1  # no faster than a cooler rung: dominated, move on
-                self.held, self.samples = 0.0, []
-                return
+        if self._dominated(dt):
+            self.step += 1  # no faster than a cooler rung: dominated, move on
+            self.held, self.samples = 0.0, []
+            return
         if self.held >= self.hold_s:
             self._finish()
+
+    def _out_of_room(self, skin_c: float, aim_c: float, start_skin_c: float) -> bool:
+        """Whether the skin is near the aim, or probing used its share of the headroom it started with."""
+        budget = self.headroom_share * (aim_c - start_skin_c)
+        return skin_c > aim_c - self.margin_c or skin_c - start_skin_c > budget
+
+    def _dominated(self, dt: float) -> bool:
+        """Just past speed_s on this rung: whether it is no faster than a cooler rung already measured."""
+        if not self.results or not self.speed_s <= self.held < self.speed_s + dt:
+            return False
+        speed = [x[2] for x in self.samples if x[0] >= 3.0]
+        return bool(speed) and sum(speed) / len(speed) <= 1.03 * max(r[2] for r in self.results)
 
     def _finish(self) -> None:
         times = [s[0] for s in self.samples]

@@ -8,24 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy
-from edgellm.device.governor.actuators import Actuators
-from edgellm.device.governor.adpf import PerformanceHint
 from edgellm.device.governor.capabilities import Capability, survey
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
-from edgellm.device.governor.cpufreq_caps import CpufreqCaps, with_frequency_caps
-from edgellm.device.governor.headroom import ThermalHeadroom
 from edgellm.device.governor.ladder import build_ladder
-from edgellm.device.telemetry.battery import BatteryReader
-from edgellm.device.telemetry.source import Reading, TelemetrySource
-from edgellm.device.virtual_phone.profile import load_profile
-from edgellm.device.virtual_phone.runtime import VirtualPhoneRuntime
+from edgellm.device.governor.platform import Platform
+from edgellm.device.telemetry.source import Reading
 
 log = get_logger(__name__)
 
@@ -69,43 +62,21 @@ class GovernorSnapshot:
 
 
 class GovernorRuntime:
-    """Owns the telemetry source, the controller, the actuators and (optionally) the virtual phone."""
+    """Owns the controller and the actuators of the platform it was given (a phone, or a simulated one)."""
 
     def __init__(
         self,
         threads: int,
         config: GovernorConfig,
-        sysfs_root: Path = Path("/"),
-        proc_root: Path = Path("/"),
-        virtual_phone: str | None = None,
-        virtual_root: Path | None = None,
-        time_scale: float = 1.0,
-        battery: BatteryReader | None = None,
+        platform: Platform,
         period_s: float = 1.0,
     ) -> None:
-        self.phone: VirtualPhoneRuntime | None = None
-        actuators_allowed: Iterable[int] | None = None
-        if virtual_phone:
-            root = virtual_root or sysfs_root
-            self.phone = VirtualPhoneRuntime(load_profile(virtual_phone), root, time_scale)
-            sysfs_root = root
-            actuators_allowed = self.phone.profile.cpus
-        self.telemetry = TelemetrySource(sysfs_root, proc_root, battery)
-        # What this phone allows beyond affinity and pacing (each reports itself unavailable elsewhere).
-        self.caps = CpufreqCaps(sysfs_root)
-        self.hint = PerformanceHint()
-        self.headroom = ThermalHeadroom()
+        self.platform = platform
+        self.telemetry = self.platform.telemetry
+        self.actuators = self.platform.actuators()
         self.headroom_value: float | None = None
-        if self.phone is not None:
-            # Virtual cores do not exist on this machine: affinity is recorded, not applied.
-            self.actuators = Actuators(allowed=actuators_allowed, affinity=lambda cpus: tuple(sorted(cpus)))
-            phone = self.phone
-            self.actuators.extra_delay = lambda step: step * (phone.slowdown(self.actuators.current) - 1.0)
-        else:
-            self.actuators = Actuators(hint=self.hint, caps=self.caps)
         self.config = config
-        # On the virtual phone the ladder is over its simulated cores with its own MNN thread count.
-        self.threads = self.phone.profile.unmanaged_threads if self.phone is not None else threads
+        self.threads = self.platform.ladder_threads(threads)
         self.period_s = period_s
         self._busy = False
         self.last: Decision | None = None
@@ -120,16 +91,14 @@ class GovernorRuntime:
             policy=config.policy,
             setpoint_c=self.setpoint_c,
             rungs=[r.describe() for r in self.ladder],
-            virtual_phone=virtual_phone,
+            platform=self.platform.name,
         )
 
     def _build(self) -> None:
         allowed = set(self.actuators.allowed)
         clusters = self.telemetry.cpu.clusters
         if clusters and allowed & {c for cl in clusters for c in cl.cpus}:
-            self.ladder = build_ladder(clusters, allowed, self.threads)
-            if self.caps.available:  # rooted: each rung also at a capped frequency
-                self.ladder = with_frequency_caps(self.ladder)
+            self.ladder = self.platform.rungs(build_ladder(clusters, allowed, self.threads))
         else:  # no cpufreq topology readable: one rung on whatever we may run on
             cpus = tuple(sorted(allowed))
             self.ladder = [Actuation(self.threads, cpus, cpus, label="all")]
@@ -173,11 +142,32 @@ class GovernorRuntime:
         """Whether the engine is generating (the daemon says so; the virtual phone's power uses it)."""
         return self._busy
 
-    @busy.setter
-    def busy(self, busy: bool) -> None:
-        self._busy = busy
-        if not busy:
-            self.actuators.release()  # idle: the process gets all its cores back until the next request
+    @property
+    def allowed_cpus(self) -> tuple[int, ...]:
+        """The cores the governor may place the engine on."""
+        return self.actuators.allowed
+
+    def tokens_per_second(self) -> float:
+        """The live decode rate (0 when nothing was decoded lately)."""
+        return self.actuators.tokens_per_second()
+
+    @contextlib.contextmanager
+    def generating(self) -> Iterator[None]:
+        """Around one request on the worker thread: the prefill cores first, busy until it ends.
+
+        When it ends the process gets all its cores back until the next request (`Actuators.release`).
+        """
+        self.actuators.before_prefill()
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+            self.actuators.release()
+
+    def between_tokens(self) -> None:
+        """After each decode step (the worker thread): the decode cores, pacing, any extra delay."""
+        self.actuators.between_tokens()
 
     # -- loop --------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -191,11 +181,7 @@ class GovernorRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self.actuators.restore()
-        if self.telemetry.battery is not None:
-            await self.telemetry.battery.close()
-        self.hint.close()
-        if self.caps.available:
-            self.caps.restore()
+        await self.platform.close()
 
     async def _run(self) -> None:
         last = time.monotonic()
@@ -208,10 +194,8 @@ class GovernorRuntime:
             last = now
 
     def tick(self, now: float, elapsed_s: float) -> Decision | None:
-        """One control period: advance the virtual phone, read, decide, actuate."""
-        if self.phone is not None:
-            self.phone.advance(elapsed_s, self.busy, self.actuators.current)
-            now = self.phone.sim_seconds  # the controller runs on the phone's (scaled) clock
+        """One control period: let the platform's time pass, read, decide, actuate."""
+        now = self.platform.advance(now, elapsed_s, self.busy, self.actuators.current)
         current = self.actuators.current
         if current is not None and current.rung > 0:
             self.throttled_seconds += elapsed_s
@@ -223,9 +207,9 @@ class GovernorRuntime:
         if not self._seen_temperature:  # the first reading: the controller takes over (see `blind`)
             self._seen_temperature = True
             self.actuators.set(self.controller.current)
-        self.headroom_value = self.headroom.read()
+        self.headroom_value = self.platform.headroom.read()
         age = self.actuators.prefill_age_s()
-        scale = self.phone.time_scale if self.phone is not None else 1.0
+        scale = self.platform.time_scale
         decision = self.controller(
             temp,
             now,
@@ -315,9 +299,9 @@ class GovernorRuntime:
                 self.last_reading,
                 self.telemetry.thermal.skin_trips_c(),
                 self.actuators.allowed,
-                self.caps,
-                self.hint,
-                self.headroom,
+                self.platform.caps,
+                self.platform.hint,
+                self.platform.headroom,
             ),
             mode=self._mode(),
             thermal_headroom=self.headroom_value,

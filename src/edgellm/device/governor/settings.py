@@ -12,7 +12,7 @@ from edgellm.device.governor.identify import IdentifyConfig
 @dataclass(frozen=True)
 class GovernorConfig:
     """Controller settings, the same on every phone: chosen on the shipped profiles and the tuning set
-    with bench/tune_governor.py, never on the held-out set (virtual_phone/generator.py)."""
+    with bench/tune_governor.py, never on the held-out set (edgellm/sim/generator.py)."""
 
     policy: GovernorPolicy = GovernorPolicy.THERMAL  # off: fastest rung, no pacing; pinned: hold one
     setpoint_c: float | None = None  # the comfort limit; None: first skin trip − margin_c, else fallback

@@ -19,6 +19,7 @@ from edgellm.common.tokens import daemon_token_path, host_token_path
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.daemon import DaemonCore
 from edgellm.device.core.models import EngineFactory
+from edgellm.device.governor.platform import Platform
 from edgellm.device.rpc.registration import add_device_service
 from edgellm.device.rpc.service import DeviceDaemonService
 from edgellm.engine.mnn import MnnEngine
@@ -62,17 +63,20 @@ async def start_server(
     config: DaemonConfig,
     engine_factory: EngineFactory = MnnEngine,
     on_listening: Callable[[RunningDaemon], None] | None = None,
+    platform: Platform | None = None,
 ) -> RunningDaemon:
     """Bind, register services, start serving; load config.model if given.
 
     `engine_factory` builds the engine for each load: MNN in the product, a fake in RPC tests.
+    `platform` is the phone the governor reads and drives (`edgellm.platforms.choose_platform`:
+    the real one by default, a virtual phone with --virtual-phone).
     `on_listening` is told the daemon once it serves, before the startup load (requests that
     arrive during that load wait for it: core/models.py `wait_for_load`).
     """
     tune_for_streaming()  # pushes arrive as 1 MiB messages (src/edgellm/common/allocator.py)
     security = daemon_security(config)
     server = new_server(config.host, security, MAX_MESSAGE_BYTES)
-    core = DaemonCore(config, engine_factory)
+    core = DaemonCore(config, engine_factory, platform)
     service = DeviceDaemonService(core)
     add_device_service(service, server)
     health_state = Health(server, SERVICE_NAME, config.max_health_watchers)
@@ -122,9 +126,9 @@ def daemon_security(config: DaemonConfig) -> ServerSecurity:
     )
 
 
-async def serve(config: DaemonConfig) -> None:
+async def serve(config: DaemonConfig, platform: Platform | None = None) -> None:
     """Run until SIGINT/SIGTERM, then stop gracefully."""
-    running = await start_server(config)
+    running = await start_server(config, platform=platform)
 
     async def stop() -> None:
         log.info("daemon_stopping")

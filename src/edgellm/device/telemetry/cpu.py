@@ -60,19 +60,7 @@ class CpuReader:
             cap = read_int(d / "cpu_capacity")
             if cap is not None:
                 capacity[cpu] = cap
-        top = max(self.max_khz.values(), default=0)
-        clusters = []
-        for group, _index in sorted(groups.items(), key=lambda kv: kv[1]):
-            members = tuple(c for c in group if c in self.cluster_of)
-            if not members:
-                continue
-            max_khz = max(self.max_khz[c] for c in members)
-            # Fallback when cpu_capacity is missing: scale by max frequency (same-IPC assumption).
-            cap = max((capacity.get(c, 0) for c in members), default=0) or (
-                int(1024 * max_khz / top) if top else 1024
-            )
-            clusters.append(CoreCluster(members, cap, max_khz))
-        self.clusters = tuple(clusters)
+        self.clusters = _clusters(groups, self.cluster_of, self.max_khz, capacity)
         log.info(
             "cpu_probe",
             root=str(root),
@@ -98,3 +86,25 @@ class CpuReader:
             )
             for cpu in self.cpus
         )
+
+
+def _clusters(
+    groups: dict[tuple[int, ...], int],
+    cluster_of: dict[int, int],
+    max_khz: dict[int, int],
+    capacity: dict[int, int],
+) -> tuple[CoreCluster, ...]:
+    """The frequency domains in probe order, each with its capacity and top frequency."""
+    top = max(max_khz.values(), default=0)
+    clusters = []
+    for group, _index in sorted(groups.items(), key=lambda kv: kv[1]):
+        members = tuple(c for c in group if c in cluster_of)
+        if not members:
+            continue
+        cluster_khz = max(max_khz[c] for c in members)
+        # Fallback when cpu_capacity is missing: scale by max frequency (same-IPC assumption).
+        cap = max((capacity.get(c, 0) for c in members), default=0) or (
+            int(1024 * cluster_khz / top) if top else 1024
+        )
+        clusters.append(CoreCluster(members, cap, cluster_khz))
+    return tuple(clusters)

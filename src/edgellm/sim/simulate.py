@@ -11,9 +11,9 @@ from edgellm.device.governor.controller import Decision, GovernorConfig, Thermal
 from edgellm.device.governor.cpufreq_caps import with_frequency_caps
 from edgellm.device.governor.ladder import build_ladder
 from edgellm.device.telemetry.cpu import CoreCluster
-from edgellm.device.virtual_phone.plant import ThermalPlant
-from edgellm.device.virtual_phone.profile import PhoneProfile
-from edgellm.device.virtual_phone.workload import Workload
+from edgellm.sim.plant import ThermalPlant
+from edgellm.sim.profile import PhoneProfile
+from edgellm.sim.workload import Workload
 
 # Steady state: the second half of a 30-minute run. Skin time constants of the generated phones reach
 # 700 s (R 7.8 K/W × C 91 J/K), so minutes 10-15 can still be the approach to the limit, not a cycle.
@@ -157,99 +157,151 @@ def simulate(
     sensor_resolution_c with Gaussian noise sensor_noise_c (seeded by the profile's name).
     """
     cfg = config or GovernorConfig()
-    plant = ThermalPlant(profile)
-    rng = random.Random(zlib.crc32(profile.name.encode()))
     setpoint = comfort_limit(profile, cfg)
     ctl = ThermalController(cfg, phone_ladder(profile), setpoint) if governor and pinned is None else None
     act = pinned if pinned is not None else (ctl.current if ctl is not None else unmanaged(profile))
     mode = "pinned" if pinned is not None else ("on" if ctl is not None else "off")
-    work = Workload(profile.workload.prompt_tokens, profile.workload.new_tokens)
+    sensor = _Sensor(random.Random(zlib.crc32(profile.name.encode())), sensor_resolution_c, sensor_noise_c)
+    run = _Run(profile, minutes, ctl, act, sensor, dt, max(1, round(control_period_s / dt)), die_sensor)
     steps = round(minutes * 60 / dt)
-    per_control = max(1, round(control_period_s / dt))
-    decisions: list[Decision] = []
-    samples: list[Sample] = []
-    minute_tokens = [0.0] * int(-(-minutes // 1))
-    total_tokens = throttled = 0.0
-    shutdown_at: float | None = None
-    peak_skin = peak_die = profile.ambient_c
-    acc_tokens = acc_energy = 0.0
-    last_tps = 0.0  # decode rate over the last control period, as the actuators measure it
-
-    def sense(value: float) -> float:
-        noisy = value + rng.gauss(0.0, sensor_noise_c) if sensor_noise_c > 0 else value
-        return round(noisy / sensor_resolution_c) * sensor_resolution_c
-
     for i in range(steps):
-        t = i * dt
-        if ctl is not None and i % per_control == 0:
-            die = sense(plant.cpu_zone_c) if die_sensor else None
-            age = None if work.last_prefill_s is None else t - work.last_prefill_s
-            d = ctl(sense(plant.skin_c), t, die_c=die, tokens_per_second=last_tps, prefill_age_s=age)
-            if d is not None:
-                decisions.append(d)
-                act = d.actuation
-        work.now = t
-        tokens, energy = work.advance(plant, act, dt)
-        power = profile.static_power_w + energy / dt
-        throttled += dt if plant.throttled else 0.0
+        run.step(i)
+    return run.result(mode, setpoint, steps)
+
+
+@dataclass
+class _Sensor:
+    """A phone's temperature sensor: quantised to resolution_c, with Gaussian noise noise_c."""
+
+    rng: random.Random
+    resolution_c: float
+    noise_c: float
+
+    def __call__(self, value: float) -> float:
+        noisy = value + self.rng.gauss(0.0, self.noise_c) if self.noise_c > 0 else value
+        return round(noisy / self.resolution_c) * self.resolution_c
+
+
+class _Run:
+    """One simulation's state: the plant, the workload, the controller (if any) and running totals."""
+
+    def __init__(
+        self,
+        profile: PhoneProfile,
+        minutes: float,
+        ctl: ThermalController | None,
+        act: Actuation,
+        sense: _Sensor,
+        dt: float,
+        per_control: int,
+        die_sensor: bool,
+    ) -> None:
+        self.profile, self.minutes, self.ctl, self.act = profile, minutes, ctl, act
+        self.sense, self.dt, self.per_control, self.die_sensor = sense, dt, per_control, die_sensor
+        self.plant = ThermalPlant(profile)
+        self.work = Workload(profile.workload.prompt_tokens, profile.workload.new_tokens)
+        self.decisions: list[Decision] = []
+        self.samples: list[Sample] = []
+        self.minute_tokens = [0.0] * int(-(-minutes // 1))
+        self.total_tokens = self.throttled = 0.0
+        self.shutdown_at: float | None = None
+        self.peak_skin = self.peak_die = profile.ambient_c
+        self.acc_tokens = self.acc_energy = 0.0
+        self.last_tps = 0.0  # decode rate over the last control period, as the actuators measure it
+
+    def step(self, i: int) -> None:
+        """Advance one dt: control (each control period), generate, heat the plant, tally."""
+        t = i * self.dt
+        if self.ctl is not None and i % self.per_control == 0:
+            self._control(self.ctl, t)
+        plant, dt = self.plant, self.dt
+        self.work.now = t
+        tokens, energy = self.work.advance(plant, self.act, dt)
+        power = self.profile.static_power_w + energy / dt
+        self.throttled += dt if plant.throttled else 0.0
         plant.step(power, dt)
-        if plant.shut_down and shutdown_at is None:
-            shutdown_at = t + dt
-        total_tokens += tokens
-        minute_tokens[min(int(t // 60), len(minute_tokens) - 1)] += tokens
-        peak_skin, peak_die = max(peak_skin, plant.skin_c), max(peak_die, plant.die_c)
-        acc_tokens += tokens
-        acc_energy += power * dt
-        if (i + 1) % per_control == 0:
-            span = per_control * dt
-            step_s = plant.decode_cost(act)[0]
-            samples.append(
-                Sample(
-                    t + dt,
-                    plant.skin_c,
-                    plant.die_c,
-                    acc_tokens / span,
-                    acc_energy / span,
-                    act.rung,
-                    act.pause_s(step_s) * 1000.0,
-                    plant.firmware.status,
-                    ctl.position if ctl is not None else 0.0,
-                )
-            )
-            last_tps = acc_tokens / span
-            acc_tokens = acc_energy = 0.0
-    by_minute = [x / 60.0 for x in minute_tokens]
-    first = by_minute[0] if by_minute else 0.0
+        if plant.shut_down and self.shutdown_at is None:
+            self.shutdown_at = t + dt
+        self.total_tokens += tokens
+        self.minute_tokens[min(int(t // 60), len(self.minute_tokens) - 1)] += tokens
+        self.peak_skin, self.peak_die = max(self.peak_skin, plant.skin_c), max(self.peak_die, plant.die_c)
+        self.acc_tokens += tokens
+        self.acc_energy += power * dt
+        if (i + 1) % self.per_control == 0:
+            self._sample(t)
 
-    def decay(minute: int) -> float | None:
-        return 1.0 - by_minute[minute - 1] / first if len(by_minute) >= minute and first > 0 else None
-
-    ttfts = work.ttfts or [0.0]
-    cold = ttfts[0]
-    return SimResult(
-        profile=profile.name,
-        governor=mode,
-        minutes=minutes,
-        mean_tokens_per_second=total_tokens / (steps * dt),
-        decay_10min=decay(10),
-        decay_30min=decay(30),
-        peak_skin_c=peak_skin,
-        peak_die_c=peak_die,
-        throttled_seconds=throttled,
-        p95_ttft_ratio=_p95(ttfts) / cold if cold > 0 else 0.0,
-        cold_ttft_ms=cold * 1000,
-        p95_ttft_ms=_p95(ttfts) * 1000,
-        setpoint_c=setpoint,
-        decisions=len(decisions),
-        ttft_ratio_10min=next(
-            (x / cold for x, at in zip(ttfts, work.ttft_times, strict=False) if at >= 600), None
+    def _control(self, ctl: ThermalController, t: float) -> None:
+        """One controller call on the sensed temperatures (the die first: the rng's order)."""
+        die = self.sense(self.plant.cpu_zone_c) if self.die_sensor else None
+        last_prefill = self.work.last_prefill_s
+        age = None if last_prefill is None else t - last_prefill
+        d = ctl(
+            self.sense(self.plant.skin_c), t, die_c=die, tokens_per_second=self.last_tps, prefill_age_s=age
         )
-        if cold > 0
-        else None,
-        ripple=ripple(samples),
-        ripple_from_10min=ripple(samples, 600.0),
-        shutdown_at_s=shutdown_at,
-        actuation=act.describe(),
-        tokens_per_second_by_minute=by_minute,
-        samples=samples,
-    )
+        if d is not None:
+            self.decisions.append(d)
+            self.act = d.actuation
+
+    def _sample(self, t: float) -> None:
+        """Close a control period: record its sample and the decode rate the actuators would measure."""
+        span = self.per_control * self.dt
+        plant, act = self.plant, self.act
+        step_s = plant.decode_cost(act)[0]
+        self.samples.append(
+            Sample(
+                t + self.dt,
+                plant.skin_c,
+                plant.die_c,
+                self.acc_tokens / span,
+                self.acc_energy / span,
+                act.rung,
+                act.pause_s(step_s) * 1000.0,
+                plant.firmware.status,
+                self.ctl.position if self.ctl is not None else 0.0,
+            )
+        )
+        self.last_tps = self.acc_tokens / span
+        self.acc_tokens = self.acc_energy = 0.0
+
+    def result(self, mode: str, setpoint: float, steps: int) -> SimResult:
+        """The run's figures."""
+        by_minute = [x / 60.0 for x in self.minute_tokens]
+        ttfts = self.work.ttfts or [0.0]
+        cold = ttfts[0]
+        return SimResult(
+            profile=self.profile.name,
+            governor=mode,
+            minutes=self.minutes,
+            mean_tokens_per_second=self.total_tokens / (steps * self.dt),
+            decay_10min=_decay(by_minute, 10),
+            decay_30min=_decay(by_minute, 30),
+            peak_skin_c=self.peak_skin,
+            peak_die_c=self.peak_die,
+            throttled_seconds=self.throttled,
+            p95_ttft_ratio=_p95(ttfts) / cold if cold > 0 else 0.0,
+            cold_ttft_ms=cold * 1000,
+            p95_ttft_ms=_p95(ttfts) * 1000,
+            setpoint_c=setpoint,
+            decisions=len(self.decisions),
+            ttft_ratio_10min=_ttft_ratio_after(ttfts, self.work.ttft_times, 600.0),
+            ripple=ripple(self.samples),
+            ripple_from_10min=ripple(self.samples, 600.0),
+            shutdown_at_s=self.shutdown_at,
+            actuation=self.act.describe(),
+            tokens_per_second_by_minute=by_minute,
+            samples=self.samples,
+        )
+
+
+def _decay(by_minute: list[float], minute: int) -> float | None:
+    """The fractional drop of tokens/s from the first minute to this one (None if not reached)."""
+    first = by_minute[0] if by_minute else 0.0
+    return 1.0 - by_minute[minute - 1] / first if len(by_minute) >= minute and first > 0 else None
+
+
+def _ttft_ratio_after(ttfts: list[float], times: list[float], after_s: float) -> float | None:
+    """TTFT of the first request at or after after_s over the cold (first) TTFT."""
+    cold = ttfts[0]
+    if cold <= 0:
+        return None
+    return next((x / cold for x, at in zip(ttfts, times, strict=False) if at >= after_s), None)

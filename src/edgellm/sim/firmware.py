@@ -128,24 +128,9 @@ class Firmware:
         fraction grants exactly the budget (dynamic power ∝ f^exponent at these voltages).
         """
         spec = self.spec
-        levels = spec.levels
-        while self.level < len(levels) and skin_c >= levels[self.level].trip_skin_c:
-            self.level += 1
-        while self.level > 0 and skin_c < levels[self.level - 1].clear_skin_c:
-            self.level -= 1
-        hold = spec.hold
-        if hold is not None and dt > 0:
-            if skin_c >= hold.switch_on_skin_c:
-                self.hold_active = True
-            if self.hold_active:
-                error = hold.control_skin_c - skin_c
-                self.integral_w = min(max(self.integral_w + hold.ki_w_per_k_s * error * dt, -5.0), 1.0)
-                budget = max(hold.sustainable_power_w + hold.kp_w_per_k * error + self.integral_w, 0.0)
-                demand = cpu_power_w / max(self.hold_fraction, 1e-3) ** exponent
-                fraction = (budget / demand) ** (1.0 / exponent) if demand > 1e-6 else 1.0
-                self.hold_fraction = min(max(fraction, hold.min_freq_fraction), 1.0)
-                if skin_c < hold.switch_on_skin_c and self.hold_fraction >= 1.0:
-                    self.hold_active, self.integral_w = False, 0.0
+        self._monitor(skin_c)
+        if spec.hold is not None and dt > 0:
+            self._allocate(spec.hold, skin_c, dt, cpu_power_w, exponent)
         em = spec.emergency
         if em is not None:
             if skin_c >= em.trip_skin_c:
@@ -154,3 +139,28 @@ class Firmware:
                 self.emergency = False
         if skin_c >= spec.shutdown_skin_c:
             self.shutdown = True  # the phone powers off: it does not come back by itself
+
+    def _monitor(self, skin_c: float) -> None:
+        """The thermal monitor's levels: engage at each trip, disengage below its clear point."""
+        levels = self.spec.levels
+        while self.level < len(levels) and skin_c >= levels[self.level].trip_skin_c:
+            self.level += 1
+        while self.level > 0 and skin_c < levels[self.level - 1].clear_skin_c:
+            self.level -= 1
+
+    def _allocate(
+        self, hold: HoldSpec, skin_c: float, dt: float, cpu_power_w: float, exponent: float
+    ) -> None:
+        """The power allocator's PI step on the skin: a frequency fraction that grants the budget."""
+        if skin_c >= hold.switch_on_skin_c:
+            self.hold_active = True
+        if not self.hold_active:
+            return
+        error = hold.control_skin_c - skin_c
+        self.integral_w = min(max(self.integral_w + hold.ki_w_per_k_s * error * dt, -5.0), 1.0)
+        budget = max(hold.sustainable_power_w + hold.kp_w_per_k * error + self.integral_w, 0.0)
+        demand = cpu_power_w / max(self.hold_fraction, 1e-3) ** exponent
+        fraction = (budget / demand) ** (1.0 / exponent) if demand > 1e-6 else 1.0
+        self.hold_fraction = min(max(fraction, hold.min_freq_fraction), 1.0)
+        if skin_c < hold.switch_on_skin_c and self.hold_fraction >= 1.0:
+            self.hold_active, self.integral_w = False, 0.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgellm.device.governor.actuation import Actuation
-from edgellm.device.virtual_phone.firmware import Firmware
-from edgellm.device.virtual_phone.profile import Cluster, PhoneProfile
+from edgellm.sim.firmware import Firmware
+from edgellm.sim.profile import Cluster, PhoneProfile
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from edgellm.device.governor.actuation import Actuation
-from edgellm.device.virtual_phone.plant import ThermalPlant
+from edgellm.sim.plant import ThermalPlant
 
 
 class Workload:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgellm.device.governor.actuation import Actuation
-from edgellm.device.virtual_phone.firmware import Firmware
-from edgellm.device.virtual_phone.plant import ThermalPlant
-from edgellm.device.virtual_phone.profile import PhoneProfile
+from edgellm.sim.firmware import Firmware
+from edgellm.sim.plant import ThermalPlant
+from edgellm.sim.profile import PhoneProfile
 
 DIE_ZONE, SKIN_ZONE, BATTERY_ZONE = "cpu-1-0-usr", "skin-therm", "battery"
 

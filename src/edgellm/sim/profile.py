@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgellm.device.virtual_phone.firmware import EmergencySpec, FirmwareLevel, FirmwareSpec, HoldSpec
+from edgellm.sim.firmware import EmergencySpec, FirmwareLevel, FirmwareSpec, HoldSpec
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 DEFAULT_PROFILE = "sd8gen3"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from edgellm.device.governor.controller import GovernorConfig
-from edgellm.device.virtual_phone.oracle import oracle
-from edgellm.device.virtual_phone.profile import PhoneProfile
-from edgellm.device.virtual_phone.simulate import SimResult, simulate
+from edgellm.sim.oracle import oracle
+from edgellm.sim.profile import PhoneProfile
+from edgellm.sim.simulate import SimResult, simulate
 
 RATIO_BAR = 0.9  # governor mean tok/s ≥ 0.9 × the oracle's
 SKIN_SLACK_C = 0.5  # skin never above the comfort limit + 0.5 °C

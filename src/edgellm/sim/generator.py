@@ -16,7 +16,7 @@ import random
 from typing import Any, Literal
 
 from edgellm.device.governor.controller import GovernorConfig
-from edgellm.device.virtual_phone.profile import PhoneProfile, profile_from_dict
+from edgellm.sim.profile import PhoneProfile, profile_from_dict
 
 HELD_OUT_SEEDS: tuple[int, ...] = tuple(range(9001, 9025))  # 24 phones: evaluation only, never tuning
 TUNING_SEEDS: tuple[int, ...] = tuple(range(101, 125))  # 24 phones the governor's settings may be fitted on

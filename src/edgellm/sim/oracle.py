@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.controller import GovernorConfig
-from edgellm.device.virtual_phone.plant import ThermalPlant
-from edgellm.device.virtual_phone.profile import PhoneProfile
-from edgellm.device.virtual_phone.simulate import SimResult, comfort_limit, phone_ladder, simulate
+from edgellm.sim.plant import ThermalPlant
+from edgellm.sim.profile import PhoneProfile
+from edgellm.sim.simulate import SimResult, comfort_limit, phone_ladder, simulate
 
 
 @dataclass(frozen=True)
