@@ -16,7 +16,7 @@ from pathlib import Path
 
 from edgellm.device.artifact import open_artifact
 from edgellm.device.core.autotune import TUNE_TEXT, candidate_threads, measure, tune_threads
-from edgellm.device.core.models import usable_cpus
+from edgellm.device.core.tuner import usable_cpus
 from edgellm.device.engine.config import EngineConfig
 from edgellm.device.engine.mnn import MnnEngine
 

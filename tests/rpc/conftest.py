@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +35,13 @@ async def start_fake(fake_artifact: Path, tmp_path: Path) -> AsyncIterator[Start
         reply: str = DEFAULT_REPLY, endless: bool = False, step_s: float = 0.0, **config: Any
     ) -> RunningDaemon:
         # No token unless a test gives one (tests/rpc/test_auth.py is where auth is the subject).
-        base = DaemonConfig(
+        base = DaemonConfig.of(
             port=0,
             model=fake_artifact,
             data_dir=tmp_path / f"data{len(started)}",
             insecure_loopback="auth_token" not in config,
         )
-        running = await start_server(replace(base, **config), FakeEngine.factory(reply, endless, step_s))
+        running = await start_server(base.with_settings(**config), FakeEngine.factory(reply, endless, step_s))
         started.append(running)
         return running
 

@@ -6,16 +6,16 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from edgellm.common.cli_options import add_options, values_from
+from edgellm.common.cli_options import add_sections, sections_from
 from edgellm.common.errors import NotFound
 from edgellm.common.paths import resolve_artifact
 from edgellm.device.config import DaemonConfig
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the `daemon` subcommand; its options are generated from DaemonConfig's fields."""
+    """Add the `daemon` subcommand; its options are generated from DaemonConfig's sections."""
     p = sub.add_parser("daemon", help="run the device daemon (gRPC) in the foreground")
-    add_options(p, DaemonConfig)
+    add_sections(p, DaemonConfig)
     p.set_defaults(handler=run)
 
 
@@ -40,11 +40,11 @@ def _model_from(word: str | None) -> Path | None:
 def config_from(ns: argparse.Namespace) -> DaemonConfig:
     """DaemonConfig from parsed arguments."""
     model = _model_from(ns.model)
-    values = values_from(DaemonConfig, ns)
     if ns.max_pushes < 1 or ns.max_telemetry_streams < 1 or ns.push_idle_timeout <= 0:
         raise SystemExit("--max-pushes and --max-telemetry-streams must be >= 1, --push-idle-timeout > 0")
-    # No --threads: autotune at load (DaemonConfig.threads stays the fallback).
-    return DaemonConfig(**{**values, "model": model, "autotune": ns.threads is None})
+    # No --threads: autotune at load (EngineSettings.threads stays the fallback).
+    config = DaemonConfig(**sections_from(DaemonConfig, ns))
+    return config.with_settings(model=model, autotune=ns.threads is None)
 
 
 def run(ns: argparse.Namespace) -> int:
