@@ -41,6 +41,7 @@ lint: setup
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy .
 	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(PY) scripts/complexity.py
 	$(PY) scripts/gen_protos.py --check
 
 test: artifact lint

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 
 from edgellm.device.core.autotune import TUNE_TEXT, candidate_threads, measure, tune_threads
-from edgellm.device.core.models import usable_cpus
+from edgellm.device.core.tuner import usable_cpus
 from edgellm.engine.artifact import open_artifact
 from edgellm.engine.config import EngineConfig
 from edgellm.engine.mnn import MnnEngine

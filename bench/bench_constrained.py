@@ -68,7 +68,7 @@ def replay_mask_us(
 
 async def run(artifact: Path, samples: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as data:
-        daemon = await start_server(DaemonConfig(port=0, model=artifact, data_dir=Path(data)))
+        daemon = await start_server(DaemonConfig.of(port=0, model=artifact, data_dir=Path(data)))
         try:
             # The daemon requires its token even on loopback (docs/security.md).
             async with open_aio_channel(

@@ -230,7 +230,7 @@ def main() -> int:
         ap.error("--artifact is required")
 
     daemon = DaemonThread(
-        DaemonConfig(port=0, model=ns.artifact, threads=ns.threads, data_dir=Path(tempfile.mkdtemp()))
+        DaemonConfig.of(port=0, model=ns.artifact, threads=ns.threads, data_dir=Path(tempfile.mkdtemp()))
     )
     loaded = daemon.running.core.models.loaded
     assert loaded is not None
@@ -243,7 +243,7 @@ def main() -> int:
     if ns.compare_auth:
         results["grpc_noauth"] = []
         open_daemon = DaemonThread(
-            DaemonConfig(
+            DaemonConfig.of(
                 port=0,
                 model=ns.artifact,
                 threads=ns.threads,

@@ -118,7 +118,7 @@ def _daemon(conn: Connection, data_dir: Path, auth: bool) -> None:
     """Child process: a daemon on a free port until the parent closes the pipe."""
 
     async def serve() -> None:
-        cfg = DaemonConfig(port=0, data_dir=data_dir, disk_reserve_bytes=0, insecure_loopback=not auth)
+        cfg = DaemonConfig.of(port=0, data_dir=data_dir, disk_reserve_bytes=0, insecure_loopback=not auth)
         d = await start_server(cfg)
         conn.send(Daemon(d.port, d.token, d.security.tls.cert.read_bytes() if d.security.tls else None))
         with contextlib.suppress(EOFError):

@@ -165,7 +165,7 @@ async def telemetry_overhead(artifact: Path, tokens: int, reps: int) -> dict[str
 
     running = await start_server(
         # No token: the subject is thermal behaviour (auth's cost is in bench_daemon --compare-auth).
-        DaemonConfig(
+        DaemonConfig.of(
             port=0, model=artifact, data_dir=Path("/tmp/edgellm-bench-thermal"), insecure_loopback=True
         )
     )

@@ -63,7 +63,7 @@ def tmp_data_dir(edgellm_home: Path) -> Path:
 async def daemon(default_artifact: Path, tmp_data_dir: Path) -> AsyncIterator[RunningDaemon]:
     """One real daemon with the default model loaded, shared by the session."""
     running = await start_server(
-        DaemonConfig(port=0, model=default_artifact, data_dir=tmp_data_dir, queue_size=4)
+        DaemonConfig.of(port=0, model=default_artifact, data_dir=tmp_data_dir, queue_size=4)
     )
     yield running
     await running.stop(0)

@@ -23,3 +23,8 @@ def test_methods_are_counted_once(tmp_path: Path) -> None:
     source = tmp_path / "cls.py"
     source.write_text(f"class C:\n    def m(self, x):\n{body}\n")
     assert [row[3] for row in complexity.offenders([source], 12)] == ["C.m"]
+
+
+def test_every_function_of_the_package_is_within_the_bound() -> None:
+    found = complexity.offenders(complexity.sources([complexity.ROOT / "src"]), complexity.DEFAULT_MAX)
+    assert found == [], "\n".join(f"{p}:{line}: {name} ({c})" for c, p, line, name in found)

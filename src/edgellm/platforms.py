@@ -27,14 +27,14 @@ def choose_platform(config: DaemonConfig) -> Platform:
     from edgellm.sim.platform import VirtualPhone
     from edgellm.sim.profile import load_profile
 
-    if not config.virtual_phone:
-        return phone_platform(config.sysfs_root, config.proc_root)
+    if not config.governor.virtual_phone:
+        return phone_platform(config.governor.sysfs_root, config.governor.proc_root)
 
     return VirtualPhone(
-        load_profile(config.virtual_phone),
-        config.data_dir / VIRTUAL_PHONE_DIR,
-        config.virtual_phone_time_scale,
-        config.proc_root,
+        load_profile(config.governor.virtual_phone),
+        config.store.data_dir / VIRTUAL_PHONE_DIR,
+        config.governor.virtual_phone_time_scale,
+        config.governor.proc_root,
     )
 
 

@@ -58,7 +58,7 @@ def model_daemon(
     """A real daemon with the default model loaded."""
     data = tmp_path_factory.mktemp("cli-daemon")
     running: RunningDaemon = loop_thread.run(
-        start_daemon(DaemonConfig(port=0, model=default_artifact, data_dir=data, queue_size=4))
+        start_daemon(DaemonConfig.of(port=0, model=default_artifact, data_dir=data, queue_size=4))
     )
     trust_server(running.security, running.port, "model-daemon")  # as a deploy makes a phone known
     yield running
@@ -75,7 +75,7 @@ def bare_daemon_factory(
     def make(**options: Any) -> RunningDaemon:
         data = tmp_path_factory.mktemp("bare-daemon")
         # A token and TLS as users run it, made known to clients as a deploy makes a phone known.
-        config = DaemonConfig(port=0, data_dir=data, warmup=False, **options)
+        config = DaemonConfig.of(port=0, data_dir=data, warmup=False, **options)
         running: RunningDaemon = loop_thread.run(start_daemon(config, platform=choose_platform(config)))
         trust_server(running.security, running.port, "bare-daemon")
         started.append(running)

@@ -175,7 +175,7 @@ def test_token_file_tls_pin_and_tls_ca_flags_reach_the_daemon(
     from edgellm.common.tls import fingerprint
 
     running = bare_daemon_factory(auth_token="s3cret", tls_self_signed=True)
-    cert = running.core.config.data_dir / "tls" / "cert.pem"
+    cert = running.core.config.store.data_dir / "tls" / "cert.pem"
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     token.chmod(0o600)

@@ -29,7 +29,7 @@ def test_status_shows_the_cached_choice_and_its_age(
     trials = (ThreadTrial(1, 41.8, 200.0), ThreadTrial(2, 68.0, 310.0))
     key = tuning_key(open_artifact(artifact).artifact_id)
     TuningCache(data).put(key, ThreadTuning(2, trials, seconds=9.1, measured_unix=measured))
-    config = DaemonConfig(
+    config = DaemonConfig.of(
         port=0, model=artifact, data_dir=data, autotune=True, draft_max=0, insecure_loopback=True
     )
     running: RunningDaemon = loop_thread.run(start_daemon(config, FakeEngine.factory()))

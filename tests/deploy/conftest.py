@@ -45,7 +45,7 @@ def phone_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadDae
     thread.start()
     data = tmp_path_factory.mktemp("phone-daemon")
     running = asyncio.run_coroutine_threadsafe(
-        start_server(DaemonConfig(port=0, data_dir=data, warmup=False)), loop
+        start_server(DaemonConfig.of(port=0, data_dir=data, warmup=False)), loop
     ).result(30)
     yield ThreadDaemon(running, loop)
     asyncio.run_coroutine_threadsafe(running.stop(0), loop).result(10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,22 +35,42 @@ def _no_token_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(TOKEN_ENV, raising=False)
 
 
+def _sections() -> list[tuple[str, type[Any]]]:
+    return [(s.name, s.default_factory) for s in dataclasses.fields(DaemonConfig)]  # type: ignore[misc]
+
+
 def test_every_field_with_cli_metadata_has_exactly_one_flag_whose_default_is_the_fields() -> None:
     parser = _daemon_parser()
-    unset = values_from(DaemonConfig, parser.parse_args([]))
-    defaults = DaemonConfig()
-    flagged = [f for f in dataclasses.fields(DaemonConfig) if "flag" in f.metadata]
-    assert len(flagged) == len([a for a in parser._actions if a.option_strings]) - 1  # less --help
-    for f in flagged:
-        actions = [a for a in parser._actions if f.metadata["flag"] in a.option_strings]
-        assert len(actions) == 1, f.name
-        # An unset flag gives the field's default, or leaves the field out so that it keeps it.
-        assert unset.get(f.name, getattr(defaults, f.name)) == getattr(defaults, f.name), f.name
+    ns = parser.parse_args([])
+    flagged = 0
+    for name, cls in _sections():
+        unset = values_from(cls, ns)
+        defaults = getattr(DaemonConfig(), name)
+        for f in (f for f in dataclasses.fields(cls) if "flag" in f.metadata):
+            flagged += 1
+            actions = [a for a in parser._actions if f.metadata["flag"] in a.option_strings]
+            assert len(actions) == 1, f.name
+            # An unset flag gives the field's default, or leaves the field out so that it keeps it.
+            assert unset.get(f.name, getattr(defaults, f.name)) == getattr(defaults, f.name), f.name
+    assert flagged == len([a for a in parser._actions if a.option_strings]) - 1  # less --help
+
+
+def test_setting_names_are_unique_across_sections_and_unknown_ones_are_refused() -> None:
+    names = [f.name for _, cls in _sections() for f in dataclasses.fields(cls)]
+    assert len(names) == len(set(names))
+    with pytest.raises(TypeError, match="no setting"):
+        DaemonConfig.of(no_such_setting=1)
+
+
+def test_help_groups_the_flags_by_section() -> None:
+    text = _daemon_parser().format_help()
+    for title in ("server", "security", "store", "engine", "kv cache", "governor"):
+        assert f"\n{title}:" in text, title
 
 
 def test_no_arguments_build_the_defaults_with_threads_autotuned() -> None:
     config = daemon_cli.config_from(_parser().parse_args(["daemon"]))
-    assert config == dataclasses.replace(DaemonConfig(), autotune=True)
+    assert config == DaemonConfig.of(autotune=True)
 
 
 def test_representative_command_lines_build_the_same_config_as_before(tmp_path: Path) -> None:
@@ -66,7 +87,7 @@ def test_representative_command_lines_build_the_same_config_as_before(tmp_path: 
         "--max-telemetry-streams", "2", "--virtual-phone", "pixel", "--time-scale", "10",
         "--governor", "pinned", "--setpoint", "40.5", "--sysfs-root", "/tmp/sys",
     ]  # fmt: skip
-    assert daemon_cli.config_from(_parser().parse_args(argv)) == DaemonConfig(
+    assert daemon_cli.config_from(_parser().parse_args(argv)) == DaemonConfig.of(
         host="0.0.0.0",
         port=0,
         data_dir=data,
@@ -105,12 +126,12 @@ def test_representative_command_lines_build_the_same_config_as_before(tmp_path: 
     minimal = daemon_cli.config_from(
         _parser().parse_args(["daemon", "--insecure-loopback", "--threads", "1"])
     )
-    assert minimal == DaemonConfig(insecure_loopback=True, threads=1, autotune=False)
+    assert minimal == DaemonConfig.of(insecure_loopback=True, threads=1, autotune=False)
 
 
 def test_the_token_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TOKEN_ENV, "from-env")
-    assert daemon_cli.config_from(_parser().parse_args(["daemon"])).auth_token == "from-env"
+    assert daemon_cli.config_from(_parser().parse_args(["daemon"])).security.auth_token == "from-env"
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ import pytest
 from edgellm.common.errors import FailedPrecondition
 from edgellm.device import cli as daemon_cli
 from edgellm.device.config import DaemonConfig
-from edgellm.device.core.models import check_forward
+from edgellm.device.core.loading import check_forward
 from edgellm.device.rpc.server import RunningDaemon, start_server
 from edgellm.device.store import ArtifactStore, parse_manifest
 from edgellm.engine.mnn_paths import check_mnn_paths
@@ -64,7 +64,9 @@ async def _refused(port: int, model: str) -> grpc.RpcError:
 
 
 async def _start(data_dir: Path, **kw: Any) -> RunningDaemon:
-    config = DaemonConfig(port=0, data_dir=data_dir, threads=1, warmup_tokens=8, insecure_loopback=True, **kw)
+    config = DaemonConfig.of(
+        port=0, data_dir=data_dir, threads=1, warmup_tokens=8, insecure_loopback=True, **kw
+    )
     return await start_server(config)
 
 
@@ -141,8 +143,7 @@ async def test_s4_daemon_model_takes_an_installed_id_prefix_or_name(
     for model in (artifact_id, artifact_id[:10], name):
         ns = parser.parse_args(["daemon", "--model", model, "--data-dir", str(data), "--threads", "1"])
         config = daemon_cli.config_from(ns)  # no longer "no artifact at <id>"
-        fields = {**config.__dict__, "port": 0, "warmup_tokens": 8, "insecure_loopback": True}
-        d = await start_server(DaemonConfig(**fields))
+        d = await start_server(config.with_settings(port=0, warmup_tokens=8, insecure_loopback=True))
         try:
             status = await asyncio.to_thread(_call, d.port, "GetStatus", device_pb2.GetStatusRequest())
             assert status.model.artifact_id == artifact_id

@@ -17,7 +17,7 @@ from tests.fakes.fake_engine import FakeEngine
 
 
 async def test_the_artifacts_runtime_settings_are_honoured_without_a_daemon_flag(tmp_path: Path) -> None:
-    core = DaemonCore(DaemonConfig(port=0, data_dir=tmp_path, threads=3))
+    core = DaemonCore(DaemonConfig.of(port=0, data_dir=tmp_path, threads=3))
     try:
         runtime = Runtime(memory="normal", precision="high", dynamic_option=1, attention_mode=9)
         with capture_logs() as logs:
@@ -30,7 +30,7 @@ async def test_the_artifacts_runtime_settings_are_honoured_without_a_daemon_flag
 
 
 async def test_the_kv_quant_flag_overrides_the_artifact_and_logs_why(tmp_path: Path) -> None:
-    core = DaemonCore(DaemonConfig(port=0, data_dir=tmp_path, kv_quant=KvQuant.FP))
+    core = DaemonCore(DaemonConfig.of(port=0, data_dir=tmp_path, kv_quant=KvQuant.FP))
     try:
         with capture_logs() as logs:
             cfg = core.models.engine_config(Runtime.for_kv_cache("int8_kv"))
@@ -43,7 +43,7 @@ async def test_the_kv_quant_flag_overrides_the_artifact_and_logs_why(tmp_path: P
 
 async def test_an_int8_k_artifact_cannot_slide_its_window_by_erase(tmp_path: Path) -> None:
     """MNN 3.6.1 truncates any quantized KV cache at an erase, INT8 keys alone included."""
-    core = DaemonCore(DaemonConfig(port=0, data_dir=tmp_path, kv_window=256))
+    core = DaemonCore(DaemonConfig.of(port=0, data_dir=tmp_path, kv_window=256))
     try:
         with pytest.raises(FailedPrecondition, match="int8_k cannot slide the window by erase"):
             core.models.engine_config(Runtime.for_kv_cache("int8_k"))
@@ -54,7 +54,7 @@ async def test_an_int8_k_artifact_cannot_slide_its_window_by_erase(tmp_path: Pat
 async def test_a_load_hands_the_engine_the_settings_from_the_artifacts_manifest(tmp_path: Path) -> None:
     runtime = Runtime(memory="normal", precision="normal", dynamic_option=0, attention_mode=10)
     artifact = write_fake_artifact(tmp_path / "art", runtime=runtime)
-    config = DaemonConfig(port=0, data_dir=tmp_path / "data", warmup=False)
+    config = DaemonConfig.of(port=0, data_dir=tmp_path / "data", warmup=False)
     core = DaemonCore(config, FakeEngine.factory())
     try:
         await core.load(artifact)

@@ -27,7 +27,7 @@ async def windowed(
 ) -> AsyncIterator[RunningDaemon]:
     """A daemon with a small sliding window (128 tokens, 4 sinks) so tests cross it quickly."""
     running = await start_server(
-        DaemonConfig(
+        DaemonConfig.of(
             port=0,
             model=default_artifact,
             data_dir=tmp_path_factory.mktemp("win"),

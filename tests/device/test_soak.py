@@ -31,7 +31,9 @@ def rss_kib() -> int:
 @pytest.mark.timeout(2400)  # ~7 min on an idle 2-core machine; much longer when it is shared
 async def test_thousand_requests_leave_rss_flat(default_artifact: Path, tmp_path: Path) -> None:
     running = await start_server(
-        DaemonConfig(port=0, model=default_artifact, data_dir=tmp_path, kv_window=256, insecure_loopback=True)
+        DaemonConfig.of(
+            port=0, model=default_artifact, data_dir=tmp_path, kv_window=256, insecure_loopback=True
+        )
     )
     rng = random.Random(0)
     try:

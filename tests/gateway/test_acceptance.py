@@ -27,7 +27,7 @@ QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What 
 @pytest_asyncio.fixture
 async def phone_daemon(default_artifact: Path, tmp_path: Path) -> AsyncIterator[RunningDaemon]:
     """The real model on a virtual phone (temperatures, clusters and clocks to report)."""
-    config = DaemonConfig(
+    config = DaemonConfig.of(
         port=0, model=default_artifact, data_dir=tmp_path, virtual_phone="sd8gen3", insecure_loopback=True
     )
     running = await start_server(config, platform=choose_platform(config))

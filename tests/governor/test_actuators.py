@@ -307,7 +307,9 @@ async def test_an_in_process_daemon_pins_its_process_only_while_it_generates(tmp
     before = os.sched_getaffinity(0)
     artifact = write_fake_artifact(tmp_path / "artifact")
     running = await start_server(
-        DaemonConfig(port=0, model=artifact, data_dir=tmp_path / "data", threads=1, insecure_loopback=True),
+        DaemonConfig.of(
+            port=0, model=artifact, data_dir=tmp_path / "data", threads=1, insecure_loopback=True
+        ),
         FakeEngine.factory(endless=True, step_s=0.002),
     )
     try:

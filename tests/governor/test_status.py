@@ -18,7 +18,7 @@ from tests.trust import trust_server
 
 @pytest.fixture
 async def virtual_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
-    config = DaemonConfig(port=0, data_dir=tmp_path, virtual_phone="sd8gen3", governor_period_s=0.05)
+    config = DaemonConfig.of(port=0, data_dir=tmp_path, virtual_phone="sd8gen3", governor_period_s=0.05)
     running = await start_server(config, platform=choose_platform(config))
     trust_server(running.security, running.port, "virtual-phone")  # as a deploy makes a phone known
     yield running

@@ -24,7 +24,7 @@ from tests.trust import trust_server
 async def test_deploy_reports_device_numbers(
     default_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
+    d = await start_server(DaemonConfig.of(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
     monkeypatch.setenv(TOKEN_ENV, d.token or "")  # the deploy finds the daemon's token as a client does
     trust_server(d.security, d.port, "deploy-target")  # ... and trusts its certificate, as after a deploy
     events: list[tuple[float, str]] = []
@@ -51,7 +51,7 @@ async def test_deploy_rpc_streams_the_job_and_list_artifacts(
     (root / "smollm2").symlink_to(default_artifact.resolve())
     (root / "broken").mkdir()
     (root / "broken" / "manifest.json").write_text("{not json")
-    d = await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
+    d = await start_server(DaemonConfig.of(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0))
     monkeypatch.setenv(TOKEN_ENV, d.token or "")  # what the Deploy job sends to the daemon
     trust_server(d.security, d.port, "deploy-target")  # to the daemon whose certificate it trusts
     target = f"127.0.0.1:{d.port}"

@@ -43,7 +43,7 @@ def _old_copy(default_artifact: Path, dst: Path, schema: object) -> Path:
 @pytest_asyncio.fixture
 async def empty_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
     """A real daemon on port 0 with no model loaded (LoadModel may name directories)."""
-    config = DaemonConfig(
+    config = DaemonConfig.of(
         port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, allow_dir_load=True, insecure_loopback=True
     )
     d = await start_server(config)
@@ -76,7 +76,7 @@ async def test_daemon_model_flag_refuses_an_old_artifact_at_start(
     """What `edgellm daemon --model DIR` runs: start_server loads config.model first."""
     old = _old_copy(default_artifact, tmp_path / "old", 1)
     with pytest.raises(FailedPrecondition, match=f"schema_version 1 is older than the supported {SUPPORTED}"):
-        await start_server(DaemonConfig(port=0, data_dir=tmp_path / "data", model=old))
+        await start_server(DaemonConfig.of(port=0, data_dir=tmp_path / "data", model=old))
 
 
 @pytest.mark.parametrize("schema", [None, 3])

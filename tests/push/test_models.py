@@ -15,7 +15,7 @@ from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 
 
 async def test_push_load_refuse_delete_restart_reload(default_artifact: Path, tmp_path: Path) -> None:
-    cfg = DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, insecure_loopback=True)
+    cfg = DaemonConfig.of(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, insecure_loopback=True)
     d = await start_server(cfg)
     try:
         target = f"127.0.0.1:{d.port}"

@@ -73,7 +73,7 @@ class Cut(Exception):
 
 async def _start(data_dir: Path, **kw: Any) -> RunningDaemon:
     return await start_server(
-        DaemonConfig(port=0, data_dir=data_dir, disk_reserve_bytes=0, **kw, insecure_loopback=True)
+        DaemonConfig.of(port=0, data_dir=data_dir, disk_reserve_bytes=0, **kw, insecure_loopback=True)
     )
 
 

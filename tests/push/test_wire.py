@@ -105,7 +105,7 @@ def test_s7_a_message_of_millions_of_unknown_fields_is_refused_at_the_cap_withou
 
 async def test_daemon_answers_malformed_push_with_invalid_argument(tmp_path: Path) -> None:
     d = await start_server(
-        DaemonConfig(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, insecure_loopback=True)
+        DaemonConfig.of(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, insecure_loopback=True)
     )
     try:
 

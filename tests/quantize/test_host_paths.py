@@ -44,7 +44,9 @@ async def test_the_manifest_a_daemon_stores_after_a_push_has_no_absolute_host_pa
     tiny_artifact: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
     path, _ = tiny_artifact
-    config = DaemonConfig(port=0, data_dir=tmp_path / "device", disk_reserve_bytes=0, insecure_loopback=True)
+    config = DaemonConfig.of(
+        port=0, data_dir=tmp_path / "device", disk_reserve_bytes=0, insecure_loopback=True
+    )
     running = await start_server(config, FakeEngine.factory())
     try:
         with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,13 @@ async def start_fake(fake_artifact: Path, tmp_path: Path) -> AsyncIterator[Start
         reply: str = DEFAULT_REPLY, endless: bool = False, step_s: float = 0.0, **config: Any
     ) -> RunningDaemon:
         # No token unless a test gives one (tests/rpc/test_auth.py is where auth is the subject).
-        base = DaemonConfig(
+        base = DaemonConfig.of(
             port=0,
             model=fake_artifact,
             data_dir=tmp_path / f"data{len(started)}",
             insecure_loopback="auth_token" not in config,
         )
-        settings = replace(base, **config)
+        settings = base.with_settings(**config)
         running = await start_server(
             settings, FakeEngine.factory(reply, endless, step_s), platform=choose_platform(settings)
         )

@@ -143,7 +143,7 @@ async def test_first_start_makes_a_0600_token_file_and_later_starts_reuse_it(
     fake_artifact: Path, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    config = DaemonConfig(port=0, model=fake_artifact, data_dir=data, warmup=False)
+    config = DaemonConfig.of(port=0, model=fake_artifact, data_dir=data, warmup=False)
     first = await start_server(config, FakeEngine.factory())
     await first.stop(0)
     token_file = data / "token"
@@ -162,7 +162,7 @@ async def test_auth_token_file_is_read_and_a_readable_one_is_refused(
     secret = tmp_path / "tok"
     secret.write_text("from-a-file\n")
     secret.chmod(0o644)
-    config = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path / "d", auth_token_file=secret)
+    config = DaemonConfig.of(port=0, model=fake_artifact, data_dir=tmp_path / "d", auth_token_file=secret)
     with pytest.raises(FailedPrecondition, match="chmod 600"):
         await start_server(config, FakeEngine.factory())
     secret.chmod(0o600)
@@ -180,7 +180,7 @@ async def test_a_client_on_the_same_machine_finds_the_token_without_flags(
 ) -> None:
     """The user's daemon (default data dir) and the user's client: no flags, no environment."""
     monkeypatch.setenv(HOME_ENV, str(tmp_path / "home"))
-    running = await start_server(DaemonConfig(port=0, model=fake_artifact), FakeEngine.factory())
+    running = await start_server(DaemonConfig.of(port=0, model=fake_artifact), FakeEngine.factory())
     try:
         target = f"127.0.0.1:{running.port}"
         assert ChannelSecurity.find().token == running.token
@@ -195,19 +195,19 @@ async def test_a_client_on_the_same_machine_finds_the_token_without_flags(
 
 async def test_binding_rules(fake_artifact: Path, tmp_path: Path) -> None:
     """A token always comes with TLS (self-signed by default), and never --insecure-loopback off loopback."""
-    base = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path / "d", warmup=False)
+    base = DaemonConfig.of(port=0, model=fake_artifact, data_dir=tmp_path / "d", warmup=False)
     for host in ("0.0.0.0", ""):
-        cfg = DaemonConfig(**{**base.__dict__, "host": host, "insecure_loopback": True})
+        cfg = base.with_settings(host=host, insecure_loopback=True)
         with pytest.raises(InvalidArgument, match=r"127\.0\.0\.1"):
             await start_server(cfg, FakeEngine.factory())
     with pytest.raises(InvalidArgument, match="without TLS"):
         check_bind("0.0.0.0", "t", tls=False, insecure_loopback=False)
     for host in ("0.0.0.0", "127.0.0.1"):
-        running = await start_server(DaemonConfig(**{**base.__dict__, "host": host}), FakeEngine.factory())
+        running = await start_server(base.with_settings(host=host), FakeEngine.factory())
         try:
             assert (
                 running.security.tls is not None
-                and running.security.tls.cert == base.data_dir / "tls" / "cert.pem"
+                and running.security.tls.cert == base.store.data_dir / "tls" / "cert.pem"
             )
         finally:
             await running.stop(0)
@@ -228,7 +228,8 @@ async def test_tls_with_a_pinned_self_signed_certificate(fake_artifact: Path, tm
     """S5: the daemon makes a self-signed pair; a client pins it, a wrong pin or plaintext fails."""
     data = tmp_path / "d"
     running = await start_server(
-        DaemonConfig(port=0, model=fake_artifact, data_dir=data, tls_self_signed=True), FakeEngine.factory()
+        DaemonConfig.of(port=0, model=fake_artifact, data_dir=data, tls_self_signed=True),
+        FakeEngine.factory(),
     )
     try:
         target = f"127.0.0.1:{running.port}"

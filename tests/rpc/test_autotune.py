@@ -11,7 +11,7 @@ import pytest
 
 from edgellm.client.commands.status import tuning
 from edgellm.device.config import DaemonConfig
-from edgellm.device.core import models
+from edgellm.device.core import tuner
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning, candidate_threads
 from edgellm.device.core.contention import CpuTimes
 from edgellm.device.core.tuning_cache import CostsCache, JsonMap, TuningCache, costs_key, tuning_key
@@ -37,7 +37,7 @@ def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """The contention meter sees no other process: on a shared host, others' jobs would (rightly)
     mark trials contended and keep them out of the cache these tests check (tests/rpc/test_stale_tuning.py
     tests the contention rule itself)."""
-    monkeypatch.setattr(models, "proc_meter", lambda: lambda: CpuTimes(time.perf_counter(), 0.0, None))
+    monkeypatch.setattr(tuner, "proc_meter", lambda: lambda: CpuTimes(time.perf_counter(), 0.0, None))
 
 
 def speed_by_threads(artifact: Artifact, config: EngineConfig) -> FakeEngine:
@@ -48,7 +48,7 @@ def speed_by_threads(artifact: Artifact, config: EngineConfig) -> FakeEngine:
 async def test_autotune_loads_with_the_fastest_thread_count_and_reports_it(
     fake_artifact: Path, tmp_path: Path
 ) -> None:
-    config = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, autotune=True)
+    config = DaemonConfig.of(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, autotune=True)
     running = await start_server(config, speed_by_threads)
     try:
         async with channel_to(running) as channel:
@@ -80,7 +80,7 @@ async def test_without_autotune_the_configured_threads_are_pinned(
     fake_artifact: Path, tmp_path: Path
 ) -> None:
     running = await start_server(
-        DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path), speed_by_threads
+        DaemonConfig.of(port=0, model=fake_artifact, data_dir=tmp_path), speed_by_threads
     )
     try:
         st = running.core.status()
@@ -99,7 +99,7 @@ async def test_a_restart_reuses_the_pick_measured_for_the_same_artifact_and_cpus
         loads.append(config.threads)
         return speed_by_threads(artifact, config)
 
-    config = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, autotune=True)
+    config = DaemonConfig.of(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, autotune=True)
     first = await start_server(config, counting)
     measured = first.core.status().thread_tuning
     await first.stop(0)
@@ -143,8 +143,8 @@ async def test_a_restart_reuses_the_forward_costs_timed_for_the_same_settings(
         timed.append(engine.config.threads)
         measure(engine, costs, prompt, repeats)
 
-    monkeypatch.setattr(models, "measure_forward_costs", counting)
-    config = DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, draft_max=8)
+    monkeypatch.setattr(tuner, "measure_forward_costs", counting)
+    config = DaemonConfig.of(port=0, model=fake_artifact, data_dir=tmp_path, threads=1, draft_max=8)
     first = await start_server(config, speed_by_threads)
     loaded = first.core.models.loaded
     assert loaded is not None
@@ -158,7 +158,7 @@ async def test_a_restart_reuses_the_forward_costs_timed_for_the_same_settings(
         assert timed == [1]  # not timed again
     finally:
         await second.stop(0)
-    third = await start_server(replace(config, threads=2), speed_by_threads)
+    third = await start_server(config.with_settings(threads=2), speed_by_threads)
     await third.stop(0)
     assert timed == [1, 2]  # other settings, another measurement
 

@@ -116,7 +116,7 @@ async def test_an_internal_invariant_failure_is_internal_not_the_clients_fault(
         return _BrokenFake(artifact, config)
 
     running = await start_server(
-        DaemonConfig(port=0, model=fake_artifact, data_dir=tmp_path, warmup=False, insecure_loopback=True),
+        DaemonConfig.of(port=0, model=fake_artifact, data_dir=tmp_path, warmup=False, insecure_loopback=True),
         factory,
     )
     try:

@@ -30,7 +30,7 @@ async def test_status_reports_the_loaded_model_and_the_daemons_settings(
 
 
 async def test_health_is_not_serving_until_a_model_is_loaded(fake_artifact: Path, tmp_path: Path) -> None:
-    config = DaemonConfig(port=0, data_dir=tmp_path, allow_dir_load=True, insecure_loopback=True)
+    config = DaemonConfig.of(port=0, data_dir=tmp_path, allow_dir_load=True, insecure_loopback=True)
     running = await start_server(config, FakeEngine.factory())
     try:
         async with channel_to(running) as channel:
@@ -125,6 +125,9 @@ async def test_update_config_checks_everything_before_changing_anything(
         (device_pb2.UpdateConfigRequest(threads=0), "threads"),
         (device_pb2.UpdateConfigRequest(threads=1, kv_window=64, n_keep=64), "n_keep"),
         (device_pb2.UpdateConfigRequest(kv_window=4096), "kv_window"),  # the fake's context is 2048
+        # Checked by the start flags' own types (device/config.py): the key and its range.
+        (device_pb2.UpdateConfigRequest(setpoint_c=95.0), "setpoint_c must be between 20 and 90, got 95"),
+        (device_pb2.UpdateConfigRequest(threads=0), "threads must be at least 1, got 0"),
     ]
     for req, needle in bad:
         with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -199,6 +199,6 @@ async def test_a_live_request_id_cannot_be_reused_and_ids_are_length_capped(star
 def test_limits_have_safe_defaults(tmp_path: Path) -> None:
     from edgellm.device.config import DaemonConfig
 
-    cfg = DaemonConfig(data_dir=tmp_path)
-    assert cfg.max_pushes == 2 and cfg.push_idle_timeout_s == 60.0
-    assert cfg.max_telemetry_streams == 8 and cfg.max_health_watchers == 16
+    cfg = DaemonConfig.of(data_dir=tmp_path)
+    assert cfg.store.max_pushes == 2 and cfg.store.push_idle_timeout_s == 60.0
+    assert cfg.server.max_telemetry_streams == 8 and cfg.server.max_health_watchers == 16

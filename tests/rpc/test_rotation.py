@@ -65,7 +65,7 @@ async def test_token_rotate_refuses_the_old_secrets_at_once_and_the_new_ones_wor
     machine: Path, fake_artifact: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """M3: the daemon, the host service and the gateway key, rotated without a restart."""
-    daemon = await start_server(DaemonConfig(port=0, model=fake_artifact), FakeEngine.factory())
+    daemon = await start_server(DaemonConfig.of(port=0, model=fake_artifact), FakeEngine.factory())
     host = await start_host(HostConfig(port=0))
     ensure_gateway_key(gateway_key_path())  # a gateway's first start
     gateway_key = KeyFile(gateway_key_path())  # what a running gateway checks
@@ -104,7 +104,7 @@ async def test_a_token_is_made_and_rotated_where_the_phone_refuses_hard_links(
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(os, "link", refuse)
-    daemon = await start_server(DaemonConfig(port=0, model=fake_artifact), FakeEngine.factory())
+    daemon = await start_server(DaemonConfig.of(port=0, model=fake_artifact), FakeEngine.factory())
     try:
         token_file = daemon_token_path()
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600

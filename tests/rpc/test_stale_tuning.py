@@ -19,7 +19,7 @@ import pytest
 
 from edgellm.client.commands.status import tuning as tuning_line
 from edgellm.device.config import DaemonConfig
-from edgellm.device.core import models
+from edgellm.device.core import tuner
 from edgellm.device.core.autotune import ThreadTrial, ThreadTuning, tune_threads
 from edgellm.device.core.contention import CpuTimes, busy_seconds, judge
 from edgellm.device.core.retune import RATIO, WINDOW, RateWatch
@@ -178,8 +178,8 @@ async def test_a_choice_the_live_rate_contradicts_is_remeasured_when_idle_and_sa
 ) -> None:
     machine = Machine()
     # The daemon's meter reads this fake machine, not the host's /proc/stat (other jobs share it).
-    monkeypatch.setattr(models, "proc_meter", lambda: machine.read)
-    config = DaemonConfig(
+    monkeypatch.setattr(tuner, "proc_meter", lambda: machine.read)
+    config = DaemonConfig.of(
         port=0,
         model=fake_artifact,
         data_dir=tmp_path,

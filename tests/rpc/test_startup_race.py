@@ -81,7 +81,7 @@ class Starting:
 async def starting(fake_artifact: Path, tmp_path: Path) -> AsyncIterator[Starting]:
     """start_server with --model, stopped inside its load until the test releases it."""
     gated = GatedLoad()
-    config = DaemonConfig(
+    config = DaemonConfig.of(
         port=0, model=fake_artifact, data_dir=tmp_path / "data", insecure_loopback=True, warmup=False
     )
     listening: list[RunningDaemon] = []

@@ -124,7 +124,7 @@ async def test_pacing_slows_decode_and_threads_change_how_many_threads_mnn_compu
 
 @pytest.fixture
 async def virtual_daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
-    config = DaemonConfig(
+    config = DaemonConfig.of(
         port=0,
         data_dir=tmp_path,
         virtual_phone="sd8gen3",
@@ -159,7 +159,7 @@ async def test_virtual_phone_writes_sysfs_the_readers_read(virtual_daemon: Runni
 
 
 async def test_virtual_phone_firmware_slows_the_real_engine(default_artifact: Path, tmp_path: Path) -> None:
-    config = DaemonConfig(
+    config = DaemonConfig.of(
         port=0,
         model=default_artifact,
         data_dir=tmp_path,

@@ -2,7 +2,10 @@
 
 As vLLM's `EngineArgs.add_cli_args`: a field's `metadata` (built with `option`) names its flag and
 help; `add_options` adds one argparse option per such field with the field's default, and
-`values_from` reads the parsed namespace back into field values for the dataclass.
+`values_from` reads the parsed namespace back into field values for the dataclass. A config made
+of sections (fields with `section` metadata, each a dataclass) gets one help group per section
+(`add_sections`, `sections_from`). `check_value` applies a flag's type and choices to a value that
+arrives another way (an RPC), so a limit is written once.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import enum
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from edgellm.common.errors import InvalidArgument
 
 # Metadata keys passed to argparse's add_argument unchanged.
 _ARGPARSE_KEYS = ("type", "choices", "metavar", "action")
@@ -64,7 +69,7 @@ def dest(meta: Mapping[str, Any]) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def add_option(p: argparse.ArgumentParser, meta: Mapping[str, Any], default: Any = None) -> None:
+def add_option(p: argparse._ActionsContainer, meta: Mapping[str, Any], default: Any = None) -> None:
     """Add the flag `meta` describes; default: the value the flag has when not given."""
     kwargs = {k: meta[k] for k in _ARGPARSE_KEYS if k in meta}
     if "env" in meta:
@@ -87,7 +92,7 @@ def _cli_default(f: dataclasses.Field[Any]) -> Any:
     return f.default.value if isinstance(f.default, enum.Enum) else f.default
 
 
-def add_options(p: argparse.ArgumentParser, cls: type[Any]) -> None:
+def add_options(p: argparse._ActionsContainer, cls: type[Any]) -> None:
     """One option per field of `cls` that has flag metadata, in field order, defaulting to the field's."""
     for f in _fields_with_flags(cls):
         add_option(p, f.metadata, _cli_default(f))
@@ -108,3 +113,39 @@ def values_from(cls: type[Any], ns: argparse.Namespace) -> dict[str, Any]:
             value = meta["parse"](value)
         values[f.name] = value
     return values
+
+
+def section(title: str, description: str) -> dict[str, Any]:
+    """Field metadata of a section: a nested dataclass whose flags form one argparse help group."""
+    return {"section": title, "description": description}
+
+
+def _sections(cls: type[Any]) -> Iterator[tuple[dataclasses.Field[Any], type[Any]]]:
+    for f in dataclasses.fields(cls):
+        if "section" in f.metadata:
+            yield f, f.default_factory  # type: ignore[misc]  # a section's factory is its class
+
+
+def add_sections(p: argparse.ArgumentParser, cls: type[Any]) -> None:
+    """The options of every section of `cls`, one help group per section, in field order."""
+    for f, section_cls in _sections(cls):
+        add_options(p.add_argument_group(f.metadata["section"], f.metadata["description"]), section_cls)
+
+
+def sections_from(cls: type[Any], ns: argparse.Namespace) -> dict[str, Any]:
+    """Each section of `cls` built from a namespace parsed with `add_sections`, by field name."""
+    return {f.name: section_cls(**values_from(section_cls, ns)) for f, section_cls in _sections(cls)}
+
+
+def check_value(name: str, meta: Mapping[str, Any], value: object) -> None:
+    """Refuse (InvalidArgument naming `name`) a value the flag's type or choices would refuse."""
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise InvalidArgument(f"{name} must be one of {', '.join(map(str, choices))}, not {value!r}")
+    kind = meta.get("type")
+    if kind is None:
+        return
+    try:
+        kind(str(value))  # the flag's own parser: the same limits and message as at start
+    except (argparse.ArgumentTypeError, ValueError) as err:
+        raise InvalidArgument(f"{name} {err}") from None

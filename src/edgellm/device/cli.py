@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgellm.common.cli_options import add_options, values_from
+from edgellm.common.cli_options import add_sections, sections_from
 from edgellm.common.errors import NotFound
 from edgellm.common.paths import resolve_artifact
 from edgellm.device.config import DaemonConfig
@@ -23,12 +23,12 @@ PlatformChooser = Callable[[DaemonConfig], "Platform"]
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], choose_platform: PlatformChooser | None = None
 ) -> None:
-    """Add the `daemon` subcommand; its options are generated from DaemonConfig's fields.
+    """Add the `daemon` subcommand; its options are generated from DaemonConfig's sections.
 
     `choose_platform` picks the phone from the settings (`edgellm.platforms`, above the daemon).
     """
     p = sub.add_parser("daemon", help="run the device daemon (gRPC) in the foreground")
-    add_options(p, DaemonConfig)
+    add_sections(p, DaemonConfig)
     p.set_defaults(handler=functools.partial(run, choose_platform=choose_platform))
 
 
@@ -53,11 +53,11 @@ def _model_from(word: str | None) -> Path | None:
 def config_from(ns: argparse.Namespace) -> DaemonConfig:
     """DaemonConfig from parsed arguments."""
     model = _model_from(ns.model)
-    values = values_from(DaemonConfig, ns)
     if ns.max_pushes < 1 or ns.max_telemetry_streams < 1 or ns.push_idle_timeout <= 0:
         raise SystemExit("--max-pushes and --max-telemetry-streams must be >= 1, --push-idle-timeout > 0")
-    # No --threads: autotune at load (DaemonConfig.threads stays the fallback).
-    return DaemonConfig(**{**values, "model": model, "autotune": ns.threads is None})
+    # No --threads: autotune at load (EngineSettings.threads stays the fallback).
+    config = DaemonConfig(**sections_from(DaemonConfig, ns))
+    return config.with_settings(model=model, autotune=ns.threads is None)
 
 
 def run(ns: argparse.Namespace, choose_platform: PlatformChooser | None = None) -> int:

@@ -43,6 +43,9 @@ class SamplingConfig:
             value = getattr(self, name)
             if not np.isfinite(value) or abs(value) > 2.0:
                 raise InvalidArgument(f"{name} must be in [-2, 2], got {value}")
+        self._check_logit_bias(vocab_size)
+
+    def _check_logit_bias(self, vocab_size: int) -> None:
         for token, bias in self.logit_bias.items():
             if not 0 <= token < vocab_size:
                 raise InvalidArgument(f"logit_bias token id {token} outside the vocabulary [0, {vocab_size})")

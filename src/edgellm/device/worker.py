@@ -22,6 +22,10 @@ from edgellm.common.errors import AlreadyExists, ResourceExhausted, Unavailable
 T = TypeVar("T")
 
 
+# A control task: the function, its future, and the caller's contextvars.
+_Control = tuple[Callable[[], Any], Future[Any], contextvars.Context]
+
+
 class _Closed:
     """End-of-stream marker on a ticket's event queue."""
 
@@ -79,7 +83,7 @@ class EngineWorker:
         self.capacity = capacity
         self._on_idle = on_idle
         self._jobs: deque[Ticket] = deque()
-        self._control: deque[tuple[Callable[[], Any], Future[Any], contextvars.Context]] = deque()
+        self._control: deque[_Control] = deque()
         self._cv = threading.Condition()
         self._stopping = False
         self.active: Ticket | None = None
@@ -160,28 +164,36 @@ class EngineWorker:
             self._cv.notify()
         self._thread.join(timeout)
 
+    def _has_work(self) -> bool:
+        return bool(self._jobs or self._control or self._stopping)
+
+    def _next(self) -> tuple[_Control | None, Ticket | None] | None:
+        """Under the lock, once there is work: (control, None), (None, job), or None when stopping."""
+        while not self._has_work():
+            self._cv.wait()
+        if self._control:
+            return self._control.popleft(), None
+        if self._jobs:
+            self.active = self._jobs.popleft()
+            return None, self.active
+        return None  # stopping and drained
+
     def _loop(self) -> None:
         busy = False
         while True:
             with self._cv:
-                idle = not (self._jobs or self._control or self._stopping)
+                idle = not self._has_work()
             if idle and busy and self._on_idle is not None:
                 self._on_idle()  # outside the lock: submit() must not wait for it
             busy = True
             with self._cv:
-                while not (self._jobs or self._control or self._stopping):
-                    self._cv.wait()
-                if self._control:
-                    control = self._control.popleft()
-                    ticket = None
-                elif self._jobs:
-                    ticket = self._jobs.popleft()
-                    self.active = ticket
-                else:
-                    break  # stopping and drained
-            if ticket is None:
+                work = self._next()
+            if work is None:
+                break
+            control, ticket = work
+            if control is not None:
                 self._run_control(*control)
-            else:
+            elif ticket is not None:
                 self._run_job(ticket)
         # Drain whatever control tasks raced the stop.
         while self._control:

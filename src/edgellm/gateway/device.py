@@ -8,7 +8,6 @@ and `DeviceCollector` renders whatever it holds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Iterator
 
@@ -18,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from edgellm.client.aio import AioDaemon
 from edgellm.common.logs import get_logger
+from edgellm.common.periodic import BackgroundTask
 from edgellm.gateway import upstream
 from edgellm.v1 import device_pb2
 
@@ -35,18 +35,15 @@ class DeviceWatch:
         self.status: device_pb2.DaemonStatus | None = None
         self.updated = 0.0  # monotonic time of the last sample
         self.samples = 0
-        self._task: asyncio.Task[None] | None = None
+        self._reader = BackgroundTask(self._run)
 
     def start(self) -> None:
         """Start the background reader on the running loop."""
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._reader.start()
 
     async def stop(self) -> None:
         """Stop reading."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._reader.stop()
 
     @property
     def fresh(self) -> bool:

@@ -85,12 +85,17 @@ def _close(schema: Any, same: bool, defs: bool) -> Any:
         out["additionalProperties"] = False
     for key, value in schema.items():
         mode = _mode(key, schema, defs)
-        if mode is None:
-            continue
-        if key in _MAPS and isinstance(value, dict):
-            out[key] = {name: _close(sub, mode, defs) for name, sub in value.items()}
-        elif isinstance(value, list):
-            out[key] = [_close(sub, mode, defs) for sub in value]
-        elif key not in _MAPS:
-            out[key] = _close(value, mode, defs)
+        if mode is not None:
+            out[key] = _close_value(key, value, mode, defs)
     return out
+
+
+def _close_value(key: str, value: Any, mode: bool, defs: bool) -> Any:
+    """A keyword's value with the schemas it holds closed (a map of them, a list, or one)."""
+    if key in _MAPS and isinstance(value, dict):
+        return {name: _close(sub, mode, defs) for name, sub in value.items()}
+    if isinstance(value, list):
+        return [_close(sub, mode, defs) for sub in value]
+    if key not in _MAPS:
+        return _close(value, mode, defs)
+    return value

@@ -12,7 +12,7 @@ import importlib
 import json
 import time
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.json_depth import too_deep
@@ -84,26 +84,7 @@ def compile_grammar(
     if not constraint.text.strip():
         raise InvalidArgument(f"{field} is empty")
     if constraint.kind == ConstraintKind.JSON_SCHEMA:
-        if too_deep(constraint.text, MAX_SCHEMA_DEPTH):
-            raise InvalidArgument(f"{field} is nested more than {MAX_SCHEMA_DEPTH} levels deep")
-        try:
-            schema = json.loads(constraint.text)
-        except json.JSONDecodeError as err:
-            raise InvalidArgument(f"{field} is not valid JSON: {err}") from err
-        except (ValueError, RecursionError):  # an int over 4,300 digits; nesting past the C parser's limit
-            raise InvalidArgument(
-                f"{field} is not JSON this daemon reads (nested over {MAX_SCHEMA_DEPTH} levels, or a "
-                "number over 4,300 digits)"
-            ) from None
-        check_depth(schema, MAX_SCHEMA_DEPTH, field)
-        if not isinstance(schema, dict | bool):
-            kind = type(schema).__name__
-            raise InvalidArgument(f"{field} must be a JSON object (or true/false), got {kind}")
-        try:
-            closed = json.dumps(close_objects(schema))  # objects closed unless they say otherwise
-            grammar = matcher.grammar_from_json_schema(closed, defaults=JSON_DEFAULTS)
-        except ValueError as err:
-            raise InvalidArgument(f"{field} is invalid: {err}") from err
+        grammar = _schema_grammar(matcher, field, constraint.text)
     elif constraint.kind == ConstraintKind.REGEX:
         grammar = matcher.grammar_from_regex(constraint.text)
     else:
@@ -113,6 +94,31 @@ def compile_grammar(
         raise InvalidArgument(f"{field} is invalid: {messages[0].strip()}")
     if messages:
         log.info("constraint_warnings", kind=constraint.kind.value, warnings=messages)
+    return grammar
+
+
+def _schema_grammar(matcher: Any, field: str, text: str) -> str:
+    """llguidance's grammar for a JSON schema, read within the depth and size limits, objects closed."""
+    if too_deep(text, MAX_SCHEMA_DEPTH):
+        raise InvalidArgument(f"{field} is nested more than {MAX_SCHEMA_DEPTH} levels deep")
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidArgument(f"{field} is not valid JSON: {err}") from err
+    except (ValueError, RecursionError):  # an int over 4,300 digits; nesting past the C parser's limit
+        raise InvalidArgument(
+            f"{field} is not JSON this daemon reads (nested over {MAX_SCHEMA_DEPTH} levels, or a "
+            "number over 4,300 digits)"
+        ) from None
+    check_depth(schema, MAX_SCHEMA_DEPTH, field)
+    if not isinstance(schema, dict | bool):
+        kind = type(schema).__name__
+        raise InvalidArgument(f"{field} must be a JSON object (or true/false), got {kind}")
+    try:
+        closed = json.dumps(close_objects(schema))  # objects closed unless they say otherwise
+        grammar: str = matcher.grammar_from_json_schema(closed, defaults=JSON_DEFAULTS)
+    except ValueError as err:
+        raise InvalidArgument(f"{field} is invalid: {err}") from err
     return grammar
 
 

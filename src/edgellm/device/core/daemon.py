@@ -18,8 +18,10 @@ from edgellm.common.allocator import release_free_memory
 from edgellm.common.errors import EdgeError, FailedPrecondition, InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.push_wire import PushMessage
-from edgellm.device.config import DaemonConfig
-from edgellm.device.core.models import EngineFactory, ModelLifecycle, same_load
+from edgellm.device.config import DaemonConfig, check_setting
+from edgellm.device.core.load_records import same_load
+from edgellm.device.core.loading import EngineFactory
+from edgellm.device.core.models import ModelLifecycle
 from edgellm.device.core.scheduler import Scheduler, load_wait_s
 from edgellm.device.core.state import (
     ConfigUpdate,
@@ -54,19 +56,19 @@ RETUNE_IDLE_S = 30.0
 
 def _phone(config: DaemonConfig) -> Platform:
     """The real phone under config's roots: the platform when the caller chose none."""
-    if config.virtual_phone:
+    if config.governor.virtual_phone:
         # The daemon cannot build a simulated phone (edgellm.sim sits above it): its caller must.
         raise InvalidArgument(
             "a virtual phone is a platform the caller passes in: edgellm.platforms.choose_platform(config)"
         )
-    return phone_platform(config.sysfs_root, config.proc_root)
+    return phone_platform(config.governor.sysfs_root, config.governor.proc_root)
 
 
 class DaemonCore:
     """Owns the engine (through the worker thread), the artifact store and the governor.
 
     `platform` is the phone the governor reads and drives, chosen by the caller (`edgellm.platforms`);
-    without one, the real phone under config.sysfs_root and config.proc_root.
+    without one, the real phone under config.governor.sysfs_root and proc_root.
     """
 
     def __init__(
@@ -76,17 +78,19 @@ class DaemonCore:
         platform: Platform | None = None,
     ) -> None:
         self.started = time.time()
-        self.worker = EngineWorker(config.queue_size, on_idle=release_free_memory)
-        root = config.data_dir / "store"
-        quota, reserve = default_limits(root, config.store_quota_bytes, config.disk_reserve_bytes)
+        self.worker = EngineWorker(config.server.queue_size, on_idle=release_free_memory)
+        root = config.store.data_dir / "store"
+        quota, reserve = default_limits(root, config.store.store_quota_bytes, config.store.disk_reserve_bytes)
         self.store = ArtifactStore(root, quota_bytes=quota, disk_reserve_bytes=reserve)
         log.info("store_limits", quota_bytes=quota, disk_reserve_bytes=reserve)
         platform = platform if platform is not None else _phone(config)
         self.governor = GovernorRuntime(
-            threads=config.threads,
-            config=GovernorConfig(policy=config.governor_policy, setpoint_c=config.setpoint_c),
+            threads=config.engine.threads,
+            config=GovernorConfig(
+                policy=config.governor.governor_policy, setpoint_c=config.governor.setpoint_c
+            ),
             platform=platform,
-            period_s=config.governor_period_s,
+            period_s=config.governor.governor_period_s,
         )
         # Every telemetry stream shares one sensor read per minimum interval (50 ms).
         self.readings = SharedReading(platform.telemetry.read, MIN_TELEMETRY_INTERVAL_MS / 1000)
@@ -174,7 +178,7 @@ class DaemonCore:
                 log.warning("retune_failed", error=str(err))
 
     async def keep_alive(self) -> None:
-        """Unload after config.keep_alive_s idle seconds (run as a task)."""
+        """Unload after config.engine.keep_alive_s idle seconds (run as a task)."""
         await self.models.keep_alive(lambda: self.scheduler.busy)
 
     def list_models(self) -> list[ModelEntry]:
@@ -220,14 +224,14 @@ class DaemonCore:
             version=VERSION,
             engine_state=self.engine_state,
             model=loaded.info if loaded is not None else None,
-            threads=c.threads,
+            threads=c.engine.threads,
             queue_depth=self.worker.depth,
             queue_capacity=self.worker.capacity,
-            max_new_tokens_cap=c.max_new_tokens_cap,
+            max_new_tokens_cap=c.server.max_new_tokens_cap,
             requests_served=self.scheduler.requests_served,
             uptime_seconds=time.time() - self.started,
-            kv_window=c.kv_window,
-            n_keep=c.n_keep,
+            kv_window=c.kv.kv_window,
+            n_keep=c.kv.n_keep,
             governor=self.governor.snapshot(),
             thread_tuning=self.models.tuning,
             draft_tokens_total=self.scheduler.draft_tokens_total,
@@ -267,11 +271,11 @@ class DaemonCore:
         """
         self._validate(change)
         c = self.config
-        window = change.kv_window if change.kv_window is not None else c.kv_window
-        keep = change.n_keep if change.n_keep is not None else c.n_keep
-        self.models.config = replace(c, kv_window=window, n_keep=keep)
+        window = change.kv_window if change.kv_window is not None else c.kv.kv_window
+        keep = change.n_keep if change.n_keep is not None else c.kv.n_keep
+        self.models.config = c.with_settings(kv_window=window, n_keep=keep)
         self.governor.update(change.governor)
-        if change.threads is None or change.threads == c.threads:
+        if change.threads is None or change.threads == c.engine.threads:
             return
         self.models.pin_threads(change.threads)
         self.governor.set_threads(change.threads)
@@ -283,11 +287,14 @@ class DaemonCore:
             log.info("threads_reloaded", threads=change.threads, reload_ms=reload_ms)
 
     def _validate(self, change: ConfigUpdate) -> None:
+        # Each value by its flag's own type first (the limits written once, in device/config.py).
+        for name, value in change.settings().items():
+            check_setting(name, value)
         cpus = max(os.cpu_count() or 1, len(self.governor.allowed_cpus))
-        if change.threads is not None and not 1 <= change.threads <= cpus:
+        if change.threads is not None and change.threads > cpus:
             raise InvalidArgument(f"threads must be within 1..{cpus}, not {change.threads}")
-        window = change.kv_window if change.kv_window is not None else self.config.kv_window
-        keep = change.n_keep if change.n_keep is not None else self.config.n_keep
+        window = change.kv_window if change.kv_window is not None else self.config.kv.kv_window
+        keep = change.n_keep if change.n_keep is not None else self.config.kv.n_keep
         loaded = self.models.loaded
         context = loaded.info.context_length if loaded is not None else CONTEXT_WITHOUT_MODEL
         # The same rules as at start-up (minimum window, n_keep below half of it, room for a chunk).

@@ -83,3 +83,13 @@ class ConfigUpdate:
     kv_window: int | None = None
     n_keep: int | None = None
     governor: GovernorUpdate = field(default_factory=GovernorUpdate)
+
+    def settings(self) -> dict[str, object]:
+        """The daemon settings (DaemonConfig names) this update sets, to check by their flags' types."""
+        given = {
+            "threads": self.threads,
+            "kv_window": self.kv_window,
+            "n_keep": self.n_keep,
+            "setpoint_c": self.governor.setpoint_c,
+        }
+        return {k: v for k, v in given.items() if v is not None}

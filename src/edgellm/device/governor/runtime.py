@@ -5,7 +5,6 @@ Only wiring lives here (STYLE 12): the controller is pure, the actuators are pla
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
+from edgellm.common.periodic import BackgroundTask, every
 from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy
 from edgellm.device.governor.capabilities import Capability, survey
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
@@ -85,7 +85,7 @@ class GovernorRuntime:
         self.throttled_seconds = 0.0  # time spent below the fastest rung (summed each period)
         self._seen_temperature = False  # see `blind`
         self._build()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask(lambda: every(self.period_s, self._step))
         log.info(
             "governor_ready",
             policy=config.policy,
@@ -172,26 +172,18 @@ class GovernorRuntime:
     # -- loop --------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the periodic loop on the running event loop."""
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop.start()
 
     async def stop(self) -> None:
         """Stop the loop and give back what it changed: affinity, the ADPF session, frequency caps."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
         self.actuators.restore()
         await self.platform.close()
 
-    async def _run(self) -> None:
-        last = time.monotonic()
-        while True:
-            await asyncio.sleep(self.period_s)
-            now = time.monotonic()
-            if self.telemetry.battery is not None:
-                self.telemetry.battery.maybe_refresh()
-            self.tick(now, now - last)
-            last = now
+    def _step(self, now: float, elapsed_s: float) -> None:
+        if self.telemetry.battery is not None:
+            self.telemetry.battery.maybe_refresh()
+        self.tick(now, elapsed_s)
 
     def tick(self, now: float, elapsed_s: float) -> Decision | None:
         """One control period: let the platform's time pass, read, decide, actuate."""
@@ -236,9 +228,11 @@ class GovernorRuntime:
 
     # -- remote control ----------------------------------------------------------------------------
     def validate(self, change: GovernorUpdate) -> None:
-        """Raise InvalidArgument for any bad field; changes nothing."""
-        if change.setpoint_c is not None and not 20.0 <= change.setpoint_c <= 90.0:
-            raise InvalidArgument(f"setpoint_c must be within 20..90 °C, not {change.setpoint_c}")
+        """Raise InvalidArgument for any bad field; changes nothing.
+
+        setpoint_c's range is the daemon setting's own (`--setpoint`, device/config.py), checked by
+        the core before this (`check_setting`).
+        """
         if change.pacing_ms is not None and not 0.0 <= change.pacing_ms <= 1000.0:
             raise InvalidArgument(f"pacing_ms must be within 0..1000, not {change.pacing_ms}")
         if change.power is not None and change.power not in POWER_MODES:

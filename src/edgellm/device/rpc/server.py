@@ -18,7 +18,7 @@ from edgellm.common.tls import ClientTls, ServerTls, fingerprint
 from edgellm.common.tokens import daemon_token_path, host_token_path
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.daemon import DaemonCore
-from edgellm.device.core.models import EngineFactory
+from edgellm.device.core.loading import EngineFactory
 from edgellm.device.governor.platform import Platform
 from edgellm.device.rpc.registration import add_device_service
 from edgellm.device.rpc.service import DeviceDaemonService
@@ -55,7 +55,7 @@ class RunningDaemon:
         """Stop accepting, let streams end within grace, then stop the engine."""
         if self.keep_alive is not None:
             self.keep_alive.cancel()
-        await self.server.stop(grace if grace is not None else self.core.config.grace_seconds)
+        await self.server.stop(grace if grace is not None else self.core.config.server.grace_seconds)
         await self.core.close()
 
 
@@ -65,7 +65,7 @@ async def start_server(
     on_listening: Callable[[RunningDaemon], None] | None = None,
     platform: Platform | None = None,
 ) -> RunningDaemon:
-    """Bind, register services, start serving; load config.model if given.
+    """Bind, register services, start serving; load config.engine.model if given.
 
     `engine_factory` builds the engine for each load: MNN in the product, a fake in RPC tests.
     `platform` is the phone the governor reads and drives (`edgellm.platforms.choose_platform`:
@@ -75,18 +75,18 @@ async def start_server(
     """
     tune_for_streaming()  # pushes arrive as 1 MiB messages (src/edgellm/common/allocator.py)
     security = daemon_security(config)
-    server = new_server(config.host, security, MAX_MESSAGE_BYTES)
+    server = new_server(config.server.host, security, MAX_MESSAGE_BYTES)
     core = DaemonCore(config, engine_factory, platform)
     service = DeviceDaemonService(core)
     add_device_service(service, server)
-    health_state = Health(server, SERVICE_NAME, config.max_health_watchers)
+    health_state = Health(server, SERVICE_NAME, config.server.max_health_watchers)
     health_state.set(False)  # NOT_SERVING until a model is loaded
     core.on_model_change(health_state.set)
-    port = await bind_and_start(server, config.host, config.port, security.tls)
+    port = await bind_and_start(server, config.server.host, config.server.port, security.tls)
     core.start()
     log.info(
         "daemon_listening",
-        host=config.host,
+        host=config.server.host,
         port=port,
         auth="off (insecure loopback)" if security.insecure_loopback else "token",
         tls=fingerprint(security.tls.cert.read_text()) if security.tls else "off",
@@ -94,9 +94,9 @@ async def start_server(
     running = RunningDaemon(server, core, health_state.servicer, port, security)
     if on_listening is not None:
         on_listening(running)
-    if config.model is not None:
+    if config.engine.model is not None:
         try:
-            await core.load_at_start(config.model)
+            await core.load_at_start(config.engine.model)
         except BaseException:
             await running.stop(0)
             raise
@@ -110,19 +110,19 @@ def daemon_security(config: DaemonConfig) -> ServerSecurity:
     """The token (explicit, file, or <data_dir>/token made on first start) and TLS the daemon uses:
     --tls-cert/--tls-key, else the self-signed pair in <data_dir>/tls (made on first start)."""
     tls: ServerTls | None = None
-    if config.tls_cert is not None or config.tls_key is not None:
-        if config.tls_cert is None or config.tls_key is None:
+    if config.security.tls_cert is not None or config.security.tls_key is not None:
+        if config.security.tls_cert is None or config.security.tls_key is None:
             raise InvalidArgument("--tls-cert and --tls-key go together")
-        tls = ServerTls(config.tls_cert, config.tls_key)
+        tls = ServerTls(config.security.tls_cert, config.security.tls_key)
     return ServerSecurity.resolve(
-        config.host,
-        token=config.auth_token,
-        token_file=config.auth_token_file,
-        default_token_file=daemon_token_path(config.data_dir),
+        config.server.host,
+        token=config.security.auth_token,
+        token_file=config.security.auth_token_file,
+        default_token_file=daemon_token_path(config.store.data_dir),
         adopt=(host_token_path(),),
         tls=tls,
-        insecure_loopback=config.insecure_loopback,
-        self_signed_dir=daemon_tls_dir(config.data_dir),
+        insecure_loopback=config.security.insecure_loopback,
+        self_signed_dir=daemon_tls_dir(config.store.data_dir),
     )
 
 

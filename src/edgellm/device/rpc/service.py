@@ -30,10 +30,12 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
     def __init__(self, core: DaemonCore) -> None:
         self.core = core
         cfg = core.config
-        self.push_slots = Slots("pushes", cfg.max_pushes, "wait for one to finish, then push again")
-        self.push_pace = Pace(cfg.push_idle_timeout_s, cfg.push_min_bytes_per_s, cfg.push_rate_grace_s)
+        self.push_slots = Slots("pushes", cfg.store.max_pushes, "wait for one to finish, then push again")
+        self.push_pace = Pace(
+            cfg.store.push_idle_timeout_s, cfg.store.push_min_bytes_per_s, cfg.store.push_rate_grace_s
+        )
         self.telemetry_slots = Slots(
-            "telemetry streams", cfg.max_telemetry_streams, "close one (each costs sensor reads)"
+            "telemetry streams", cfg.server.max_telemetry_streams, "close one (each costs sensor reads)"
         )
 
     @server_stream

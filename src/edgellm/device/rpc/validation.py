@@ -35,16 +35,8 @@ def check_generate(req: device_pb2.GenerateRequest, config: DaemonConfig) -> Non
     """Raise InvalidArgument for a GenerateRequest the daemon cannot run."""
     check_id("request_id", req.request_id)
     check_id("session_id", req.session_id)
-    if req.prompt and req.messages:
-        raise InvalidArgument("give either prompt (raw text) or messages (chat), not both")
-    if not req.prompt and not req.messages:
-        raise InvalidArgument("the request has no prompt: set prompt or messages")
-    for i, m in enumerate(req.messages):
-        if m.role not in ROLES:
-            raise InvalidArgument(f"messages[{i}].role must be one of {sorted(ROLES)}, got {m.role!r}")
-    if req.messages and req.messages[-1].role == "assistant":
-        raise InvalidArgument("the last message must not be the assistant's: there is nothing to answer")
-    cap = config.max_new_tokens_cap
+    check_prompt(req)
+    cap = config.server.max_new_tokens_cap
     if req.max_new_tokens == 0:
         raise InvalidArgument(f"max_new_tokens must be between 1 and this daemon's cap of {cap}")
     if req.max_new_tokens > cap:
@@ -56,6 +48,19 @@ def check_generate(req: device_pb2.GenerateRequest, config: DaemonConfig) -> Non
         raise InvalidArgument(f"sampling.temperature must be >= 0 (0 = greedy), got {t}")
     if req.HasField("constraint"):
         check_constraint(req.constraint)
+
+
+def check_prompt(req: device_pb2.GenerateRequest) -> None:
+    """Exactly one of prompt and messages; known roles; a chat that ends with something to answer."""
+    if req.prompt and req.messages:
+        raise InvalidArgument("give either prompt (raw text) or messages (chat), not both")
+    if not req.prompt and not req.messages:
+        raise InvalidArgument("the request has no prompt: set prompt or messages")
+    for i, m in enumerate(req.messages):
+        if m.role not in ROLES:
+            raise InvalidArgument(f"messages[{i}].role must be one of {sorted(ROLES)}, got {m.role!r}")
+    if req.messages and req.messages[-1].role == "assistant":
+        raise InvalidArgument("the last message must not be the assistant's: there is nothing to answer")
 
 
 def check_constraint(c: device_pb2.OutputConstraint) -> None:

@@ -230,17 +230,20 @@ class ArtifactStore:
         Ids match directory names without reading the manifest, so loading an artifact of an
         unsupported schema fails with the schema's message rather than "not found".
         """
-        dirs = [d for d in sorted(self.artifacts.iterdir()) if (d / MANIFEST).is_file()]
-        hits = [d for d in dirs if d.name == name]
-        if not hits and len(name) >= 8:
-            hits = [d for d in dirs if d.name.startswith(name)]
-        if not hits:
-            hits = [a.path for a in self.installed() if a.name == name]
+        hits = self._dirs_by_id(name) or [a.path for a in self.installed() if a.name == name]
         if len(hits) > 1:
             raise FailedPrecondition(f"{name!r} names {len(hits)} artifacts; use the artifact id")
         if not hits:
             raise NotFound(f"no installed artifact is called {name!r} (see `edgellm models`)")
         return hits[0]
+
+    def _dirs_by_id(self, name: str) -> list[Path]:
+        """Installed directories whose id is `name`, else (8+ digits) starts with it."""
+        dirs = [d for d in sorted(self.artifacts.iterdir()) if (d / MANIFEST).is_file()]
+        hits = [d for d in dirs if d.name == name]
+        if not hits and len(name) >= 8:
+            hits = [d for d in dirs if d.name.startswith(name)]
+        return hits
 
     def check_name_free(self, manifest: PushManifest) -> None:
         """Refuse a push whose name an installed artifact with another id already has (S13)."""
