@@ -13,9 +13,16 @@ import edgellm
 from edgellm.device.config import DaemonConfig
 
 SRC = Path(edgellm.__file__).parent
-# Where a daemon setting could be repeated: the daemon itself and the command that changes it at
-# run time. (host/ and gateway/ have settings of their own, e.g. their own --host.)
-SCANNED = [*(SRC / "device").rglob("*.py"), SRC / "client" / "commands" / "config.py", SRC / "cli.py"]
+# Where a daemon setting could be repeated: the daemon, the engine package under it, the platform
+# choice above it and the command that changes it at run time. (host/ and gateway/ have settings of
+# their own, e.g. their own --host.)
+SCANNED = [
+    *(SRC / "device").rglob("*.py"),
+    *(SRC / "engine").rglob("*.py"),
+    SRC / "platforms.py",
+    SRC / "client" / "commands" / "config.py",
+    SRC / "cli.py",
+]
 TRIVIAL = (None, False, True, 0, 0.0, "", ())  # "unset" values, written wherever a setting is optional
 
 

@@ -17,7 +17,7 @@ def sd8gen3(root: Path) -> VirtualPhone:
 
 
 def test_throttled_seconds_sum_the_time_below_the_fastest_rung(tmp_path: Path) -> None:
-    gov = GovernorRuntime(2, GovernorConfig(policy=GovernorPolicy.PINNED), sd8gen3(tmp_path))
+    gov = GovernorRuntime(2, GovernorConfig(policy=GovernorPolicy.PINNED), sd8gen3(tmp_path), period_s=1.0)
     assert len(gov.ladder) >= 2 and gov.snapshot().rung == 0
     gov.tick(0.0, 1.0)
     assert gov.throttled_seconds == 0.0  # on the fastest rung nothing counts
@@ -35,7 +35,7 @@ def test_with_no_temperature_to_read_the_governor_does_not_throttle_and_says_so(
     """A host, or a phone that hides its thermal zones: the controller's cool start could never be
     released, so the daemon decoded at half speed for ever. It runs the fastest rung instead."""
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
-    blind = GovernorRuntime(2, GovernorConfig(), phone_platform(fixtures / "locked-thermal"))
+    blind = GovernorRuntime(2, GovernorConfig(), phone_platform(fixtures / "locked-thermal"), period_s=1.0)
     try:
         assert blind.telemetry.read().control_c is None
         assert len(blind.ladder) >= 2  # a slower rung exists that it could sit on
@@ -44,6 +44,6 @@ def test_with_no_temperature_to_read_the_governor_does_not_throttle_and_says_so(
         assert blind.tick(0.0, 1.0) is None and blind.snapshot().rung == 0 and blind.throttled_seconds == 0.0
     finally:
         blind.actuators.restore()
-    seeing = GovernorRuntime(2, GovernorConfig(), sd8gen3(tmp_path))
+    seeing = GovernorRuntime(2, GovernorConfig(), sd8gen3(tmp_path), period_s=1.0)
     assert not seeing.blind and seeing.snapshot().rung == len(seeing.ladder) - 1  # the cool start, as before
     assert len(seeing.ladder) >= 2

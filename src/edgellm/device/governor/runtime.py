@@ -69,7 +69,7 @@ class GovernorRuntime:
         threads: int,
         config: GovernorConfig,
         platform: Platform,
-        period_s: float = 1.0,
+        period_s: float,
     ) -> None:
         self.platform = platform
         self.telemetry = self.platform.telemetry
