@@ -1,0 +1,112 @@
+"""Tiny random-weight checkpoints of every model family edgellm is asked to build (issue 28).
+
+Each is built from its family's own transformers config class (no download): 4 layers, hidden 64,
+GQA, the bundled SmolLM2 tokenizer. What a family does differently is switched on at a size the
+tests reach: a sliding window of 32 (Gemma), both Gemma-3 layer kinds, SmolLM3's no-RoPE layers,
+Llama-3's rope scaling with a context past its original 8,192, Phi-3's fused qkv/gate_up.
+
+Random weights give flat next-token distributions (perplexity near the vocabulary size), on which
+any agreement statistic is decided by near-ties; `peaked=True` scales the final norm so torch's
+top-1 is clear at most positions, as a trained model's is.
+
+    path = build_tiny("qwen3", tmp_path / "qwen3")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# The family's model_type -> (config class name, model class name, config overrides).
+# The final norm's gain: logits of std ≈ 5 (flat models: ≈ 0.16), so most positions have a clear top-1.
+NORM_GAIN = 32.0
+COMMON: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 192,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 49152,
+    "max_position_embeddings": 2048,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+}
+FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {"tie_word_embeddings": True, "rope_parameters": {"rope_type": "default", "rope_theta": 100000.0}},
+    ),
+    "llama3": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {
+            "tie_word_embeddings": True,
+            "max_position_embeddings": 131072,
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 32.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        },
+    ),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": None}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"tie_word_embeddings": True}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"tie_word_embeddings": True, "head_dim": 16}),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16, "sliding_window": 32}),
+    "gemma3_text": (
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        {
+            "head_dim": 16,
+            "sliding_window": 32,
+            "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        },
+    ),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {}),
+    "smollm3": (
+        "SmolLM3Config",
+        "SmolLM3ForCausalLM",
+        {"tie_word_embeddings": True, "no_rope_layers": [1, 1, 1, 0]},
+    ),
+}
+
+
+def tokenizer_dir() -> Path:
+    """The bundled default model's checkpoint directory (its tokenizer serves every tiny model)."""
+    from edgellm.host.builder.source import checkpoint, resolve_source
+
+    return checkpoint(resolve_source("default"))
+
+
+def tiny_config(family: str, **overrides: Any) -> Any:
+    """The family's transformers config at the tiny shape."""
+    import transformers
+
+    config_class, _, extra = FAMILIES[family]
+    return getattr(transformers, config_class)(**{**COMMON, **extra, **overrides})
+
+
+def build_tiny(family: str, out: Path, *, peaked: bool = True, seed: int = 0, **overrides: Any) -> Path:
+    """Save a random-weight `family` checkpoint (safetensors + tokenizer) into `out`; returns `out`."""
+    import transformers
+
+    _, model_class, _ = FAMILIES[family]
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class)(tiny_config(family, **overrides))
+    if peaked:
+        with torch.no_grad():
+            # A larger final norm sharpens every next-token distribution, as training does. Gemma's
+            # norm multiplies by (1 + w), the others by w.
+            norm = model.model.norm.weight
+            norm.mul_(NORM_GAIN) if family not in ("gemma2", "gemma3_text") else norm.add_(NORM_GAIN - 1.0)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out))
+    transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(out))
+    return out
