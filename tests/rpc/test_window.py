@@ -108,7 +108,10 @@ async def test_a_per_request_window_slides_a_daemon_that_has_none(start_fake: St
         plain = [r async for r in stub.Generate(device_pb2.GenerateRequest(prompt="hi", max_new_tokens=300))][
             -1
         ]
+        sample = await anext(aiter(stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=100))))
     s = last.stats
+    # Telemetry counts every eviction since start (both requests together).
+    assert sample.evicted_tokens_total == s.evicted_tokens + plain.stats.evicted_tokens
     assert s.completion_tokens == 300
     assert s.evicted_tokens >= s.prompt_tokens + s.completion_tokens - 96 > 0
     assert plain.stats.evicted_tokens == 0  # the window was the request's, not the daemon's

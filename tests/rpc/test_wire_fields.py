@@ -60,9 +60,6 @@ def test_every_governor_field_reaches_the_message() -> None:
                 "engine_state", "governor", "unix_time", "zones", "cores", "mem_available_bytes",
                 "mem_total_bytes", "rss_bytes", "rss_peak_bytes", "process_cpu_seconds", "soc_celsius",
                 "skin_celsius", "battery_celsius",
-                # Known gap, found by this test: the daemon never sets it (TelemetryFrame has no
-                # eviction count); left for the core's owner, reported in issue 27.
-                "evicted_tokens_total",
             },
         ),
         (device_pb2.ThreadTuning, ThreadTuning, {"trials", "measured_unix"}),

@@ -94,8 +94,9 @@ class DaemonCore:
         )
         # Every telemetry stream shares one sensor read per minimum interval (50 ms).
         self.readings = SharedReading(platform.telemetry.read, MIN_TELEMETRY_INTERVAL_MS / 1000)
-        self.models = ModelLifecycle(config, self.worker, self.store, engine_factory)
-        self.models.on_threads = self.governor.set_threads  # the ladder starts from the autotuned count
+        self.models = ModelLifecycle(
+            config, self.worker, self.store, engine_factory, on_threads=self.governor.set_threads
+        )
         self.scheduler = Scheduler(self.models, self.worker, self.governor)
         self._pushes = PushReceiver(self.store)
         self.retune_idle_s = RETUNE_IDLE_S
@@ -255,6 +256,7 @@ class DaemonCore:
             throttled_seconds=gov.throttled_seconds,
             draft_tokens_total=self.scheduler.draft_tokens_total,
             accepted_draft_tokens_total=self.scheduler.accepted_draft_tokens_total,
+            evicted_tokens_total=self.scheduler.evicted_tokens_total,
         )
 
     @property

@@ -40,8 +40,14 @@ class ModelLifecycle:
     """Owns which model is loaded (`loaded`, `state`) and the settings the next load uses (`config`)."""
 
     def __init__(
-        self, config: DaemonConfig, worker: EngineWorker, store: ArtifactStore, engine_factory: EngineFactory
+        self,
+        config: DaemonConfig,
+        worker: EngineWorker,
+        store: ArtifactStore,
+        engine_factory: EngineFactory,
+        on_threads: Callable[[int], None] = lambda threads: None,
     ) -> None:
+        """`on_threads` hears each autotuned thread count (the governor's ladder starts from it)."""
         self.config = config
         self.worker = worker
         self.store = store
@@ -54,7 +60,7 @@ class ModelLifecycle:
         self._listeners: list[Callable[[bool], None]] = []
         self.tuner = Tuner(config.engine.threads, config.store.data_dir, engine_factory)
         self.records = LoadRecords(config.store.data_dir, store.artifacts)
-        self.on_threads: Callable[[int], None] = lambda threads: None  # the governor's ladder follows
+        self.on_threads = on_threads
 
     @property
     def tuning(self) -> ThreadTuning:

@@ -69,6 +69,7 @@ class Scheduler:
         models.on_change(lambda loaded: None if loaded else self.grammar_tokenizers.clear())
         self.draft_tokens_total = 0  # speculative decoding, since start
         self.accepted_draft_tokens_total = 0
+        self.evicted_tokens_total = 0  # sliding-window evictions, since start
 
     @property
     def busy(self) -> bool:
@@ -142,6 +143,7 @@ class Scheduler:
         self.last_decode_tps = s.decode_tokens_per_second
         self.draft_tokens_total += s.draft_tokens
         self.accepted_draft_tokens_total += s.accepted_draft_tokens
+        self.evicted_tokens_total += s.evicted_tokens
         gov = self.governor.snapshot()
         throttled = gov.rung > 0 or gov.pacing_ms > 0  # slowed on purpose: no evidence against the choice
         self.models.observe_rate(

@@ -65,6 +65,7 @@ class TelemetryFrame:
     throttled_seconds: float = 0.0  # seconds spent below the fastest rung
     draft_tokens_total: int = 0
     accepted_draft_tokens_total: int = 0
+    evicted_tokens_total: int = 0  # KV tokens the sliding window dropped, since start
 
 
 @dataclass(frozen=True)
