@@ -7,6 +7,7 @@ The contracts live in pyproject.toml ([tool.importlinter]); `make lint` runs the
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -80,3 +81,36 @@ def test_a_new_wrong_way_import_breaks_the_contract_and_is_named(
     named = result.stdout.split("Broken contracts", 1)[1]
     assert named.lstrip("-\n").startswith(contract)
     assert f"{importer} -> {target}" in named
+
+
+def _programs_rows() -> list[set[str]]:
+    """The programs contract's rows, top first, as sets of top-level package names."""
+    contracts = tomllib.loads(CONFIG.read_text())["tool"]["importlinter"]["contracts"]
+    programs = next(c for c in contracts if c["id"] == "programs")
+    return [{m.strip().removeprefix("edgellm.") for m in row.split("|")} for row in programs["layers"]]
+
+
+def _forbidden() -> set[tuple[str, str]]:
+    """(importer, imported) pairs a forbidden contract names, as top-level package names."""
+    contracts = tomllib.loads(CONFIG.read_text())["tool"]["importlinter"]["contracts"]
+    return {
+        (src.removeprefix("edgellm."), dst.removeprefix("edgellm."))
+        for c in contracts
+        if c["type"] == "forbidden"
+        for src in c["source_modules"]
+        for dst in c["forbidden_modules"]
+    }
+
+
+def test_every_arrow_of_the_architecture_drawing_is_one_the_contract_allows() -> None:
+    doc = (CONFIG.parent / "docs" / "architecture.md").read_text()
+    drawing = doc.split("```mermaid", 1)[1].split("```", 1)[0]
+    arrows = [
+        (re.sub(r"\[.*", "", a).strip(), b.strip())
+        for a, b in (line.split("-->") for line in drawing.splitlines() if "-->" in line)
+    ]
+    row = {pkg: i for i, names in enumerate(_programs_rows()) for pkg in names}
+    assert len(arrows) >= 10
+    for importer, imported in arrows:
+        assert row[importer] < row[imported], f"{importer} --> {imported} runs up or sideways"
+        assert (importer, imported) not in _forbidden(), f"{importer} --> {imported} is forbidden"
