@@ -190,3 +190,12 @@ def test_4bit_gptq_and_awq_run_on_every_family(family: str, method: str) -> None
     assert (len(scales) > 0) == (method == "awq")
     with torch.no_grad():
         assert torch.isfinite(model(calib[:1]).logits).all()
+
+
+def test_host_service_refuses_an_unsupported_family_before_any_job_exists(tmp_path: Path) -> None:
+    from edgellm.host.job_rpcs import check_quantize
+    from edgellm.v1 import host_pb2
+
+    request = host_pb2.QuantizeRequest(model=str(_unsupported_dir(tmp_path)), output_dir=str(tmp_path / "o"))
+    with pytest.raises(InvalidArgument, match="'gpt2' is not supported; supported: "):
+        check_quantize(request)
