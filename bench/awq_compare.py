@@ -47,12 +47,10 @@ def smooth(ns: argparse.Namespace) -> None:
     snap: dict[str, torch.Tensor] = {}
     inner = apply._awq_layer
 
-    def spy(
-        adapter: Any, model_: Any, layer: Any, hidden: Any, spec: Any, prefix: str, *a: Any, **k: Any
-    ) -> Any:
-        out = inner(adapter, model_, layer, hidden, spec, prefix, *a, **k)
-        for name, t in layer.state_dict().items():
-            snap["model.layers." + prefix.split(".")[2] + "." + name] = t.detach().clone()
+    def spy(adapter: Any, model_: Any, index: int, hidden: Any, spec: Any, *a: Any, **k: Any) -> Any:
+        out = inner(adapter, model_, index, hidden, spec, *a, **k)
+        for name, t in adapter.layers(model_)[index].state_dict().items():
+            snap[f"model.layers.{index}.{name}"] = t.detach().clone()
         return out
 
     apply._awq_layer = spy  # type: ignore[assignment]

@@ -93,8 +93,8 @@ def tiny_config(family: str, **overrides: Any) -> Any:
     return getattr(transformers, config_class)(**{**COMMON, **extra, **overrides})
 
 
-def build_tiny(family: str, out: Path, *, peaked: bool = True, seed: int = 0, **overrides: Any) -> Path:
-    """Save a random-weight `family` checkpoint (safetensors + tokenizer) into `out`; returns `out`."""
+def tiny_model(family: str, *, peaked: bool = True, seed: int = 0, **overrides: Any) -> Any:
+    """A random-weight `family` model in fp32 and eval mode, in memory (see `build_tiny`)."""
     import transformers
 
     _, model_class, _ = FAMILIES[family]
@@ -106,6 +106,14 @@ def build_tiny(family: str, out: Path, *, peaked: bool = True, seed: int = 0, **
             # norm multiplies by (1 + w), the others by w.
             norm = model.model.norm.weight
             norm.mul_(NORM_GAIN) if family not in ("gemma2", "gemma3_text") else norm.add_(NORM_GAIN - 1.0)
+    return model.eval()
+
+
+def build_tiny(family: str, out: Path, *, peaked: bool = True, seed: int = 0, **overrides: Any) -> Path:
+    """Save a random-weight `family` checkpoint (safetensors + tokenizer) into `out`; returns `out`."""
+    import transformers
+
+    model = tiny_model(family, peaked=peaked, seed=seed, **overrides)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(out))

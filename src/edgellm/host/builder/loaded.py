@@ -12,6 +12,7 @@ from edgellm.common.manifest import ModelShape, Source
 from edgellm.host.builder.source import checkpoint, model_shape, resolve_source
 from edgellm.host.evaluate.evaluate import EvalConfig, take_tokens
 from edgellm.host.quantize.adapter import adapter_for
+from edgellm.host.quantize.families import check_supported
 from edgellm.host.quantize.plan import Calibration, QuantPlan
 
 T = TypeVar("T")
@@ -42,6 +43,7 @@ class LoadedModel:
     @classmethod
     def open(cls, model: str, evaluation: EvalConfig | None = None) -> LoadedModel:
         """Resolve ``model`` ("default" or an HF checkpoint dir) and load it in fp32."""
+        check_supported(model)
         source = resolve_source(model)
         hf_dir = checkpoint(source)
         fp, tokenizer = load_model(hf_dir)

@@ -28,6 +28,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Convert; bad input exits 2, a failed check or export exits 1, each with one line."""
+    from edgellm.host.quantize.families import check_supported
+
+    try:
+        # Before the imports below (torch and transformers, ~1.5 s): an unsupported family is
+        # refused in milliseconds, naming the supported ones.
+        check_supported(ns.model)
+    except ValueError as exc:
+        sys.stderr.write(f"edgellm convert: {exc}\n")
+        return 2
     from edgellm.common.paths import require_data_file
     from edgellm.host.convert.llmexport_adapter import ExportFailed
     from edgellm.host.convert.pipeline import (

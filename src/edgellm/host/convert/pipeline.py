@@ -21,6 +21,7 @@ from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.builder.pipeline import Measure, build_artifact
 from edgellm.host.builder.source import DEFAULT, input_widths, resolve_source
 from edgellm.host.evaluate.evaluate import EvalConfig
+from edgellm.host.quantize.families import check_supported
 from edgellm.host.quantize.plan import QuantPlan, preset
 
 log = structlog.get_logger(__name__)
@@ -52,6 +53,7 @@ def convert(
     progress: Progress = quiet,
 ) -> ArtifactManifest:
     """Convert ``model`` ('default' or an HF dir) into a verified MNN artifact at ``out_dir``."""
+    check_supported(model)  # config.json only: before hashing and loading every weight file
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
         raise FileExistsError(f"{out_dir} exists (pass force=True / --force to replace it)")

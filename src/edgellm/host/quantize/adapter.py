@@ -1,26 +1,45 @@
-"""Architecture adapters: where the decoder layers, linears and AWQ scale groups live.
+"""Architecture adapters: where the decoder layers, linears and AWQ scale groups live, per family.
 
-Algorithms never look at a model class; they ask the adapter picked from ``ADAPTERS`` by the
-config's ``model_type``.
+Algorithms never look at a model class; they ask the adapter built by ``adapter_for`` from the
+config's ``model_type`` (the families of ``families.py``). What a family fuses or scales
+differently is a field here, each with its own test (tests/quantize/test_families.py):
+
+- Gemma-2/3 normalise with ``x·(1 + w)`` (``norm_offset`` 1), and the MLP reads
+  ``pre_feedforward_layernorm`` (``post_attention_layernorm`` normalises the attention *output*).
+- Gemma-3 has one rotary per layer type and sliding-window layers (``layer_kwargs``).
+- Phi-3 fuses q/k/v into ``qkv_proj`` and gate/up into ``gate_up_proj``: quantized once, written
+  into MNN's split q/k/v slots by rows (``mnn_slots``); the down_proj scale group reads only the
+  up half of gate_up's rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
 from edgellm.common.errors import InvalidArgument
+from edgellm.host.quantize.families import unsupported_message
+
+ATTN = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+MLP_IN = ("mlp.gate_proj", "mlp.up_proj")
+# An MNN slot of a fused linear: (the torch-style short name llmexport gives it, first row, end row).
+RowSlot = tuple[str, int, int]
 
 
 @dataclass(frozen=True)
 class ScaleGroup:
-    """An AWQ group: ``prev`` (a norm or linear) feeds every linear in ``linears``."""
+    """An AWQ group: ``prev`` (a norm or linear) feeds every linear in ``linears``.
+
+    ``rows``: when ``prev`` is a fused linear, the [start, end) rows of its output that feed them.
+    """
 
     prev: str
     linears: tuple[str, ...]
+    rows: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -28,18 +47,19 @@ class DecoderAdapter:
     """Llama-style decoder: embed -> layers (attention + gated MLP) -> norm -> lm_head."""
 
     # Groups quantized in order inside a layer; linears in one group share their input.
-    sequential: tuple[tuple[str, ...], ...] = (
-        ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-        ("self_attn.o_proj",),
-        ("mlp.gate_proj", "mlp.up_proj"),
-        ("mlp.down_proj",),
-    )
+    sequential: tuple[tuple[str, ...], ...] = (ATTN, ("self_attn.o_proj",), MLP_IN, ("mlp.down_proj",))
     scale_groups: tuple[ScaleGroup, ...] = (
-        ScaleGroup("input_layernorm", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
+        ScaleGroup("input_layernorm", ATTN),
         ScaleGroup("self_attn.v_proj", ("self_attn.o_proj",)),
-        ScaleGroup("post_attention_layernorm", ("mlp.gate_proj", "mlp.up_proj")),
+        ScaleGroup("post_attention_layernorm", MLP_IN),
         ScaleGroup("mlp.up_proj", ("mlp.down_proj",)),
     )
+    # Norms compute x·(norm_offset + w): 0 for Llama-style, 1 for Gemma's (1 + w).
+    norm_offset: float = 0.0
+    # Gemma-3: ``rotary_emb(x, pos, layer_type)`` (local and global layers have their own theta).
+    rotary_per_layer_type: bool = False
+    # Fused linear short name -> the MNN slots its rows are written into (Phi-3's qkv_proj).
+    fused: Mapping[str, tuple[RowSlot, ...]] = field(default_factory=dict)
 
     def layers(self, model: nn.Module) -> nn.ModuleList:
         """The decoder layers."""
@@ -47,14 +67,27 @@ class DecoderAdapter:
         return layers
 
     def embed(self, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-        """Token embeddings: [B, T] -> [B, T, H]."""
+        """Token embeddings: [B, T] -> [B, T, H] (Gemma's embedding module scales by √H itself)."""
         out: torch.Tensor = model.model.embed_tokens(ids)  # type: ignore[operator,union-attr]
         return out
 
-    def layer_kwargs(self, model: nn.Module, hidden: torch.Tensor) -> dict[str, object]:
-        """Extra arguments a layer needs (RoPE cos/sin); a None mask means causal attention."""
+    def layer_kwargs(self, model: nn.Module, hidden: torch.Tensor, index: int = 0) -> dict[str, object]:
+        """What layer ``index`` needs besides its input, as the model's own forward passes it.
+
+        RoPE cos/sin (per layer type for Gemma-3); a None mask means causal attention, and a
+        sliding-window layer gets its window mask once the calibration length exceeds the window
+        (else GPTQ/AWQ would see attention the model never computes).
+        """
+        config: Any = model.config
+        kind = (getattr(config, "layer_types", None) or [None] * (index + 1))[index]
         pos = torch.arange(hidden.shape[1]).unsqueeze(0)  # [1, T]
-        return {"position_embeddings": model.model.rotary_emb(hidden, pos)}  # type: ignore[operator,union-attr]
+        rotary: Any = model.model.rotary_emb  # type: ignore[union-attr]
+        rope = rotary(hidden, pos, kind) if self.rotary_per_layer_type else rotary(hidden, pos)
+        window = getattr(config, "sliding_window", None)
+        mask = None
+        if kind == "sliding_attention" and window and hidden.shape[1] > window:
+            mask = sliding_mask(hidden.shape[1], int(window), hidden.dtype)
+        return {"position_embeddings": rope, "attention_mask": mask}
 
     def linear_names(self, model: nn.Module) -> dict[str, int]:
         """Every quantizable linear inside the layers: full module name -> input width."""
@@ -67,26 +100,92 @@ class DecoderAdapter:
                     out[f"model.layers.{i}.{short}"] = lin.in_features
         return out
 
-    def mnn_op_name(self, module_name: str) -> str:
-        """llmexport's op name: ``model.layers.3.mlp.up_proj`` -> ``/layers.3/mlp/up_proj/Linear``."""
-        if module_name == "lm_head":
-            return "/lm/lm_head/Linear"
-        parts = module_name.removeprefix("model.").split(".")
-        return "/" + ".".join(parts[:2]) + "/" + "/".join(parts[2:]) + "/Linear"
+    def mnn_slots(self, module_name: str) -> list[tuple[str, slice | None]]:
+        """llmexport's op names for a linear, each with the rows it takes (None: all of them)."""
+        parts = module_name.split(".")
+        prefix, short = ".".join(parts[:3]), ".".join(parts[3:])  # model.layers.3 | self_attn.qkv_proj
+        slots = self.fused.get(short)
+        if not slots:
+            return [(mnn_op_name(module_name), None)]
+        return [(mnn_op_name(f"{prefix}.{name}"), slice(start, end)) for name, start, end in slots]
 
 
-ADAPTERS: dict[str, Callable[[], DecoderAdapter]] = {
-    "llama": DecoderAdapter,
-    "mistral": DecoderAdapter,
-    "qwen2": DecoderAdapter,
+def mnn_op_name(module_name: str) -> str:
+    """llmexport's op name: ``model.layers.3.mlp.up_proj`` -> ``/layers.3/mlp/up_proj/Linear``."""
+    if module_name == "lm_head":
+        return "/lm/lm_head/Linear"
+    parts = module_name.removeprefix("model.").split(".")
+    return "/" + ".".join(parts[:2]) + "/" + "/".join(parts[2:]) + "/Linear"
+
+
+def sliding_mask(length: int, window: int, dtype: torch.dtype) -> torch.Tensor:
+    """Additive causal mask where query t sees keys t-window+1..t: [1, 1, T, T] (0 or dtype min)."""
+    q = torch.arange(length).view(-1, 1)
+    k = torch.arange(length).view(1, -1)
+    seen = (k <= q) & (k > q - window)
+    return torch.where(seen, 0.0, torch.finfo(dtype).min).to(dtype).view(1, 1, length, length)
+
+
+def _llama(_config: Any) -> DecoderAdapter:
+    return DecoderAdapter()
+
+
+def _gemma(config: Any) -> DecoderAdapter:
+    return DecoderAdapter(
+        scale_groups=(
+            ScaleGroup("input_layernorm", ATTN),
+            ScaleGroup("self_attn.v_proj", ("self_attn.o_proj",)),
+            ScaleGroup("pre_feedforward_layernorm", MLP_IN),
+            ScaleGroup("mlp.up_proj", ("mlp.down_proj",)),
+        ),
+        norm_offset=1.0,
+        rotary_per_layer_type=config.model_type == "gemma3_text",
+    )
+
+
+def _phi3(config: Any) -> DecoderAdapter:
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    q = config.num_attention_heads * head_dim
+    kv = (config.num_key_value_heads or config.num_attention_heads) * head_dim
+    inter = int(config.intermediate_size)
+    qkv, gate_up = "self_attn.qkv_proj", "mlp.gate_up_proj"
+    return DecoderAdapter(
+        sequential=((qkv,), ("self_attn.o_proj",), (gate_up,), ("mlp.down_proj",)),
+        scale_groups=(
+            ScaleGroup("input_layernorm", (qkv,)),
+            ScaleGroup(qkv, ("self_attn.o_proj",), rows=(q + kv, q + 2 * kv)),
+            ScaleGroup("post_attention_layernorm", (gate_up,)),
+            # down_proj reads act(gate) * up: scaling the up rows by 1/s scales its input by 1/s.
+            ScaleGroup(gate_up, ("mlp.down_proj",), rows=(inter, 2 * inter)),
+        ),
+        # llmexport splits qkv_proj by rows into q/k/v ops (measured: 64/32/32 on a tiny Phi-3)
+        # and keeps gate_up_proj fused as one op.
+        fused={
+            qkv: (
+                ("self_attn.q_proj", 0, q),
+                ("self_attn.k_proj", q, q + kv),
+                ("self_attn.v_proj", q + kv, q + 2 * kv),
+            )
+        },
+    )
+
+
+ADAPTERS: dict[str, Callable[[Any], DecoderAdapter]] = {
+    "llama": _llama,
+    "mistral": _llama,
+    "qwen2": _llama,
+    "qwen3": _llama,  # q_norm/k_norm are not linears and sit after q/k_proj: the llama rules hold
+    "smollm3": _llama,  # same linears; its no-RoPE layers are an export matter
+    "gemma2": _gemma,
+    "gemma3_text": _gemma,
+    "phi3": _phi3,
 }
 
 
 def adapter_for(model: nn.Module) -> DecoderAdapter:
-    """The adapter registered for the model's ``config.model_type``."""
-    kind = getattr(getattr(model, "config", None), "model_type", None)
+    """The adapter of the model's family (``config.model_type``), built for its shapes."""
+    config = getattr(model, "config", None)
+    kind = getattr(config, "model_type", None)
     if kind not in ADAPTERS:
-        raise InvalidArgument(
-            f"no quantization adapter for model type {kind!r}; supported: {sorted(ADAPTERS)}"
-        )
-    return ADAPTERS[str(kind)]()
+        raise InvalidArgument(unsupported_message(kind))
+    return ADAPTERS[str(kind)](config)

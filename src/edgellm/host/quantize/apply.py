@@ -13,7 +13,7 @@ import structlog
 import torch
 from torch import nn
 
-from edgellm.host.quantize.adapter import DecoderAdapter, adapter_for
+from edgellm.host.quantize.adapter import DecoderAdapter, ScaleGroup, adapter_for
 from edgellm.host.quantize.awq import AwqScale, AwqSearch, apply_scale
 from edgellm.host.quantize.gptq import GPTQ
 from edgellm.host.quantize.grid import QuantizedWeight, check_finite, rtn_quantize
@@ -28,11 +28,12 @@ def _noop(_fraction: float, _message: str) -> None:
 
 
 def _run_layer(
-    adapter: DecoderAdapter, model: nn.Module, layer: nn.Module, hidden: torch.Tensor, batch: int = 8
+    adapter: DecoderAdapter, model: nn.Module, index: int, hidden: torch.Tensor, batch: int = 8
 ) -> torch.Tensor:
-    """Run one decoder layer over every calibration sample: [N, T, H] -> [N, T, H]."""
+    """Run decoder layer ``index`` over every calibration sample: [N, T, H] -> [N, T, H]."""
     outs = []
-    kwargs = adapter.layer_kwargs(model, hidden[:1])
+    layer = adapter.layers(model)[index]
+    kwargs = adapter.layer_kwargs(model, hidden[:1], index)
     for i in range(0, hidden.shape[0], batch):
         out = layer(hidden[i : i + batch], **kwargs)
         outs.append(out[0] if isinstance(out, tuple) else out)
@@ -42,11 +43,12 @@ def _run_layer(
 def _collect(
     adapter: DecoderAdapter,
     model: nn.Module,
-    layer: nn.Module,
+    index: int,
     hidden: torch.Tensor,
     sinks: Mapping[str, Callable[[torch.Tensor], None]],
 ) -> None:
-    """One forward pass of ``layer`` feeding each named linear's input to its sink."""
+    """One forward pass of layer ``index`` feeding each named linear's input to its sink."""
+    layer = adapter.layers(model)[index]
     handles = []
     for short, sink in sinks.items():
 
@@ -60,7 +62,7 @@ def _collect(
 
         handles.append(layer.get_submodule(short).register_forward_hook(hook))
     try:
-        _run_layer(adapter, model, layer, hidden)
+        _run_layer(adapter, model, index, hidden)
     finally:
         for h in handles:
             h.remove()
@@ -95,12 +97,12 @@ def quantize_model(
         spec = {k.removeprefix(prefix): v for k, v in specs.items() if k.startswith(prefix)}
         gptq: dict[str, GPTQ] = {}
         if hidden is not None:
-            scales += _awq_layer(adapter, model, layer, hidden, spec, prefix, plan.awq_duo)
-            gptq = _gptq_layer(adapter, model, layer, hidden, spec)
+            scales += _awq_layer(adapter, model, i, hidden, spec, plan.awq_duo)
+            gptq = _gptq_layer(adapter, model, i, hidden, spec)
         for short, v in spec.items():
             out[prefix + short] = _quantize_linear(_linear(layer, short), v, plan, gptq.get(short))
         if hidden is not None:
-            hidden = _run_layer(adapter, model, layer, hidden)
+            hidden = _run_layer(adapter, model, i, hidden)
             check_finite(hidden, f"layer {i} output")
         progress((i + 1) / (len(layers) + 1), f"layer {i + 1}/{len(layers)} quantized")
     out["lm_head"] = quantize_lm_head(model, plan)
@@ -111,18 +113,19 @@ def quantize_model(
 def _gptq_layer(
     adapter: DecoderAdapter,
     model: nn.Module,
-    layer: nn.Module,
+    index: int,
     hidden: torch.Tensor,
     spec: dict[str, LayerSpec],
 ) -> dict[str, GPTQ]:
     """A GPTQ per linear of this layer that uses it, each holding its Hessian from one calibration pass."""
+    layer = adapter.layers(model)[index]
     gptq = {s: GPTQ(_linear(layer, s)) for s, v in spec.items() if v.method == "gptq"}
     if not gptq:
         return gptq
     # Linears in one sequential group read the same input: accumulate one Hessian each.
     leaders = {g[0]: [s for s in g if s in gptq] for g in adapter.sequential}
     leaders = {k: v for k, v in leaders.items() if v}
-    _collect(adapter, model, layer, hidden, {v[0]: gptq[v[0]].add_batch for v in leaders.values()})
+    _collect(adapter, model, index, hidden, {v[0]: gptq[v[0]].add_batch for v in leaders.values()})
     for members in leaders.values():
         for s in members[1:]:
             gptq[s].hessian = gptq[members[0]].hessian
@@ -153,36 +156,47 @@ def quantize_lm_head(model: nn.Module, plan: QuantPlan) -> QuantizedWeight:
     return q
 
 
+def _feeds(prev: nn.Module, group: ScaleGroup, first: nn.Module) -> bool:
+    """Whether ``prev``'s output (its ``group.rows``) is exactly ``first``'s input, channel for channel."""
+    if not isinstance(prev, nn.Linear) or not isinstance(first, nn.Linear):
+        return True  # a norm: same width by construction
+    start, end = group.rows or (0, prev.out_features)
+    # Grouped-query attention: v's outputs are repeated into o_proj, so no one-to-one channel.
+    return end - start == first.in_features
+
+
 def _awq_layer(
     adapter: DecoderAdapter,
     model: nn.Module,
-    layer: nn.Module,
+    index: int,
     hidden: torch.Tensor,
     spec: dict[str, LayerSpec],
-    prefix: str,
     duo: bool = False,
 ) -> list[AwqScale]:
     """Search and fold AWQ scales for the groups of one layer whose linears use AWQ."""
+    layer = adapter.layers(model)[index]
+    prefix = f"model.layers.{index}."
     searches: dict[int, AwqSearch] = {}
     for gi, group in enumerate(adapter.scale_groups):
         if not all(spec[s].method == "awq" for s in group.linears):
             continue
         prev = layer.get_submodule(group.prev)
         lins = [layer.get_submodule(s) for s in group.linears]
-        if isinstance(prev, nn.Linear) and prev.out_features != lins[0].in_features:
-            continue  # grouped-query attention: v_proj's outputs are repeated into o_proj
+        if not _feeds(prev, group, lins[0]):
+            continue
         searches[gi] = AwqSearch(lins)  # type: ignore[arg-type]
     if not searches:
         return []
     sinks = {adapter.scale_groups[gi].linears[0]: s.add_batch for gi, s in searches.items()}
-    _collect(adapter, model, layer, hidden, sinks)
+    _collect(adapter, model, index, hidden, sinks)
     results = []
     for gi, search in searches.items():
         group = adapter.scale_groups[gi]
         first = spec[group.linears[0]]
         s, ratio, loss, base = search.search(first.bits, first.block, duo=duo)
         search.free()
-        apply_scale(layer.get_submodule(group.prev), search.linears, s)
+        prev = layer.get_submodule(group.prev)
+        apply_scale(prev, search.linears, s, rows=group.rows, norm_offset=adapter.norm_offset)
         results.append(
             AwqScale(prefix + group.prev, tuple(prefix + n for n in group.linears), s, ratio, loss, base)
         )

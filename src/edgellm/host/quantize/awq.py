@@ -95,17 +95,32 @@ def _block_normalised_mean(w: torch.Tensor, block: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def apply_scale(prev: nn.Module, linears: list[nn.Linear], scales: torch.Tensor) -> None:
-    """Fold ``scales`` [ic] in: ``prev`` output ÷ s, each linear's input columns × s."""
+def apply_scale(
+    prev: nn.Module,
+    linears: list[nn.Linear],
+    scales: torch.Tensor,
+    *,
+    rows: tuple[int, int] | None = None,
+    norm_offset: float = 0.0,
+) -> None:
+    """Fold ``scales`` [ic] in: ``prev`` output ÷ s, each linear's input columns × s.
+
+    ``rows``: the [start, end) output rows of a fused ``prev`` that feed ``linears``.
+    ``norm_offset``: a norm computing ``x·(c + w)`` (Gemma: c = 1) gets ``w ← (c + w)/s − c``.
+    """
     if isinstance(prev, nn.Linear):
         # Only the rows of prev's output that feed the scaled channels.
-        prev.weight.div_(scales.view(-1, 1).to(prev.weight.dtype))
+        start, end = rows or (0, prev.out_features)
+        prev.weight[start:end].div_(scales.view(-1, 1).to(prev.weight.dtype))
         if prev.bias is not None:
-            prev.bias.div_(scales.to(prev.bias.dtype))
+            prev.bias[start:end].div_(scales.to(prev.bias.dtype))
     else:
         weight = getattr(prev, "weight", None)
         if not isinstance(weight, torch.Tensor):
             raise TypeError(f"cannot fold AWQ scales into {type(prev).__name__}")
-        weight.div_(scales.to(weight.dtype))
+        if norm_offset:
+            weight.copy_((weight + norm_offset) / scales.to(weight.dtype) - norm_offset)
+        else:
+            weight.div_(scales.to(weight.dtype))
     for lin in linears:
         lin.weight.mul_(scales.view(1, -1).to(lin.weight.dtype))

@@ -61,8 +61,9 @@ def export_artifact(
         if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")):
             shutil.copy2(f, staging / f.name)
     overrides = {
-        adapter.mnn_op_name(name): {"bits": q.bits, "block_size": q.plan_block}
+        op: {"bits": q.bits, "block_size": q.plan_block}
         for name, q in qweights.items()
+        for op, _ in adapter.mnn_slots(name)
     }
     qconf = out_dir / ".quant_config.json"
     qconf.write_text(json.dumps(overrides, indent=1), encoding="utf-8")
@@ -86,7 +87,8 @@ def carry_weights(
 ) -> ExportReport:
     """Write every integer weight into the artifact, then read each back and compare exactly."""
     slots = mnn_weights.linears(mnn_weights.graph_json(artifact))
-    by_op = {adapter.mnn_op_name(n): q for n, q in qweights.items()}
+    # A fused linear (Phi-3's qkv_proj) is quantized once and written into its split slots by rows.
+    by_op = {op: q.rows(part) for n, q in qweights.items() for op, part in adapter.mnn_slots(n)}
     missing = sorted(set(slots) - set(by_op))
     if missing:
         # A linear we did not quantize would keep llmexport's own rounding: refuse.

@@ -32,6 +32,12 @@ class QuantizedWeight:
         """The block as a plan (and llmexport) spells it: 0 when one block spans the row (per channel)."""
         return 0 if self.block == self.codes.shape[1] else self.block
 
+    def rows(self, part: slice | None) -> QuantizedWeight:
+        """The weight of output rows ``part`` (None: all): rows are quantized independently, so exact."""
+        if part is None:
+            return self
+        return QuantizedWeight(self.codes[part], self.scale[part], self.zero[part], self.bits, self.block)
+
     def dequantize(self) -> torch.Tensor:
         """The float32 weights MNN computes with: ``(u - offset) * scale + zero``."""
         oc, ic = self.codes.shape

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgellm.common.progress import Progress, quiet
 from edgellm.host.evaluate.evaluate import EvalConfig
+from edgellm.host.quantize.families import check_supported
 from edgellm.host.quantize.plan import PlanError, QuantPlan, plan_from_spec
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def make_job(
     **options: Any,
 ) -> QuantizeJob:
     """Validate a job before any model is loaded (the options are ``plan_from_spec``'s)."""
+    check_supported(model)
     plan = plan_from_spec(spec, **options)
     if spec == "auto" and not (budget is not None and 0 < budget < 1):
         raise PlanError(
