@@ -10,6 +10,10 @@ any agreement statistic is decided by near-ties; `peaked=True` scales the final 
 top-1 is clear at most positions, as a trained model's is.
 
     path = build_tiny("qwen3", tmp_path / "qwen3")
+
+With `chat=True` the tokenizer also gets the family's own chat template
+(tests/fixtures/chat_templates/<family>.jinja) and special tokens, and the model's vocabulary
+grows to hold them.
 """
 
 from __future__ import annotations
@@ -78,6 +82,44 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
+TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
+# The family -> (its template file, bos, eos, the special tokens its template emits). The llama
+# family keeps SmolLM2's own ChatML template (SmolLM2 is a llama).
+CHAT: dict[str, tuple[str | None, str | None, str | None, tuple[str, ...]]] = {
+    "llama": (None, None, None, ()),
+    "llama3": (
+        "llama3",
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+        ("<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|end_of_text|>"),
+    ),
+    "mistral": ("mistral", "<s>", "</s>", ("[INST]", "[/INST]")),
+    "qwen2": ("qwen2", None, "<|im_end|>", ()),
+    "qwen3": ("qwen3", None, "<|im_end|>", ("<think>", "</think>")),
+    "gemma2": ("gemma2", "<bos>", "<eos>", ("<start_of_turn>", "<end_of_turn>")),
+    "gemma3_text": ("gemma3_text", "<bos>", "<eos>", ("<start_of_turn>", "<end_of_turn>")),
+    "phi3": ("phi3", None, "<|endoftext|>", ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")),
+    "smollm3": ("smollm3", None, "<|im_end|>", ()),
+}
+
+
+def chat_tokenizer(family: str) -> Any:
+    """SmolLM2's tokenizer with FAMILY's chat template, bos/eos and special tokens."""
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir()))
+    template, bos, eos, extra = CHAT[family]
+    specials = [t for t in (bos, eos, *extra) if t is not None and t not in tok.get_vocab()]
+    tok.add_special_tokens({"additional_special_tokens": specials}, replace_extra_special_tokens=False)
+    if bos is not None:
+        tok.bos_token = bos
+    if eos is not None:
+        tok.eos_token = eos
+    if template is not None:
+        tok.chat_template = (TEMPLATES / f"{template}.jinja").read_text(encoding="utf-8")
+    return tok
+
+
 def tokenizer_dir() -> Path:
     """The bundled default model's checkpoint directory (its tokenizer serves every tiny model)."""
     from edgellm.host.builder.source import checkpoint, resolve_source
@@ -109,12 +151,24 @@ def tiny_model(family: str, *, peaked: bool = True, seed: int = 0, **overrides: 
     return model.eval()
 
 
-def build_tiny(family: str, out: Path, *, peaked: bool = True, seed: int = 0, **overrides: Any) -> Path:
-    """Save a random-weight `family` checkpoint (safetensors + tokenizer) into `out`; returns `out`."""
+def build_tiny(
+    family: str, out: Path, *, peaked: bool = True, seed: int = 0, chat: bool | str = False, **overrides: Any
+) -> Path:
+    """Save a random-weight `family` checkpoint (safetensors + tokenizer) into `out`; returns `out`.
+
+    `chat=True` gives it its family's chat tokenizer, `chat="gemma2"` another family's (a template
+    test on an architecture every build supports).
+    """
     import transformers
 
+    tokenizer = chat_tokenizer(family if chat is True else chat) if chat else None
+    if tokenizer is not None:
+        tok_ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+        overrides = {"vocab_size": len(tokenizer), **tok_ids, **overrides}
     model = tiny_model(family, peaked=peaked, seed=seed, **overrides)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
-    transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(out))
+    if tokenizer is None:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir()))
+    tokenizer.save_pretrained(str(out))
     return out

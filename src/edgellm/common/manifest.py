@@ -37,6 +37,7 @@ MAX_NAME_CHARS = 128
 # Why 64: the deepest real manifest section (quantization.plan) is about 4 levels; Python's
 # recursion limit (~1,000 frames) is what a 1 MiB document of brackets would hit instead (L2).
 MAX_DEPTH = 64
+SYSTEM_ROLES = ("supported", "fold", "refuse")
 
 
 class ManifestInvalid(InvalidArgument):
@@ -176,10 +177,18 @@ class Tokenizer:
     # The Hugging Face tokenizers JSON (tokenizer.json): what llguidance needs to constrain output
     # (docs/constrained.md). None in artifacts built before it was carried; they serve free text only.
     hf_tokenizer: str | None = None
+    # How the chat template takes a system message: its own turn ("supported"), folded into the
+    # first user turn ("fold"), or refused ("refuse", Gemma-2): MNN's renderer cannot raise, so the
+    # daemon refuses it. Artifacts built before it was recorded are SmolLM2's ChatML: "supported".
+    system_role: str = "supported"
 
     def __post_init__(self) -> None:
         if self.hf_tokenizer is not None:
             check_path(self.hf_tokenizer)
+        _require(
+            self.system_role in SYSTEM_ROLES,
+            f"system_role must be one of {', '.join(SYSTEM_ROLES)}, got {self.system_role!r}",
+        )
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgellm.common.errors import FailedPrecondition
+from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.mnn_llm import MnnLlm
 from edgellm.common.token_table import TokenTable
@@ -99,7 +99,19 @@ class MnnEngine:
         return self.llm.encode(text)
 
     def apply_chat_template(self, messages: Sequence[tuple[str, str]]) -> str:
-        """Render chat messages with the artifact's template, ending with the assistant prompt."""
+        """Render chat messages with the artifact's template, ending with the assistant prompt.
+
+        Why the system check here: the model's template refuses a system message (Gemma-2's
+        raise_exception), but MNN's jinja implements raise_exception as a no-op and would render a
+        "system" turn the model never saw; the build recorded the refusal in the manifest.
+        """
+        if self.artifact.manifest.tokenizer.system_role == "refuse" and any(
+            r == "system" for r, _ in messages
+        ):
+            raise InvalidArgument(
+                f"the chat template of {self.artifact.name} has no system role: send the instructions "
+                "in the first user message instead"
+            )
         return self.llm.apply_chat_template(messages)
 
     def token_bytes(self, token: int) -> bytes:

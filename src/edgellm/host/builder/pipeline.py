@@ -174,25 +174,36 @@ def artifact_name(loaded: LoadedModel, plan: QuantPlan, builder: str) -> str:
 
 
 def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan) -> Tokenizer:
-    """Token table, the runtime settings in config.json, and the exported RoPE base checked."""
-    from edgellm.host.convert.token_table import stop_token_ids, token_pieces, write_for_tokenizer
+    """Token table, the runtime settings in config.json, the RoPE base and the chat template checked."""
+    from edgellm.host.convert.chat_template import check_conformance, has_template, system_role
+    from edgellm.host.convert.token_table import (
+        ROUND_TRIP_TEXT,
+        check_round_trip,
+        stop_token_ids,
+        token_pieces,
+        write_for_tokenizer,
+    )
     from edgellm.host.convert.verify import PROMPTS
 
     pieces = token_pieces(loaded.tokenizer)
-    for prompt in PROMPTS:  # cheap guard: the table must reproduce the text byte for byte
-        ids = loaded.tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        if b"".join(pieces[i] for i in ids) != prompt.encode("utf-8"):
-            raise ExportFailed(f"token table does not round-trip {prompt!r}")
+    # Cheap guard: the table must reproduce the text byte for byte.
+    bad = check_round_trip(loaded.tokenizer, pieces, (*PROMPTS, ROUND_TRIP_TEXT))
+    if bad is not None:
+        raise ExportFailed(f"token table does not round-trip {bad!r}")
     table = write_for_tokenizer(loaded.tokenizer, staging)
     hf_tokenizer = write_hf_tokenizer(loaded.tokenizer, staging)
     write_runtime(staging, Runtime.for_kv_cache(plan.kv_cache))
     check_exported_rope_theta(staging, loaded.shape.rope_theta)
+    role = system_role(loaded.tokenizer) if has_template(loaded.tokenizer) else "supported"
+    if has_template(loaded.tokenizer):
+        check_conformance(staging, loaded.tokenizer, role)
     return Tokenizer(
         token_table=table.name,
         mnn_tokenizer="tokenizer.mtok",
         stop_token_ids=tuple(stop_token_ids(loaded.tokenizer, loaded.hf_dir)),
         vocab_size=len(pieces),
         hf_tokenizer=hf_tokenizer,
+        system_role=role,
     )
 
 
