@@ -79,6 +79,12 @@ ADAPTERS: dict[str, Callable[[], DecoderAdapter]] = {
     "llama": DecoderAdapter,
     "mistral": DecoderAdapter,
     "qwen2": DecoderAdapter,
+    # Registered only so the exporter fixes can be exercised (issue 28, EXPORT branch): RTN/GPTQ
+    # are right for them; AWQ on Gemma's (1+w) norms is not. The family registry replaces this.
+    "qwen3": DecoderAdapter,
+    "smollm3": DecoderAdapter,
+    "gemma2": DecoderAdapter,
+    "gemma3_text": DecoderAdapter,
 }
 
 
