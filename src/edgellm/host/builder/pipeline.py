@@ -41,6 +41,7 @@ from edgellm.common.progress import Progress, quiet, scaled
 from edgellm.common.runtime import Runtime
 from edgellm.host.builder.host_source import for_device, write_host_source
 from edgellm.host.builder.loaded import LoadedModel
+from edgellm.host.convert.export_facts import check_export, facts_of_model
 from edgellm.host.convert.llmexport_adapter import ExportFailed, check_exported_rope_theta
 from edgellm.host.evaluate.evaluate import EVAL_FILE, evaluate
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
@@ -174,7 +175,8 @@ def artifact_name(loaded: LoadedModel, plan: QuantPlan, builder: str) -> str:
 
 
 def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan) -> Tokenizer:
-    """Token table, the runtime settings in config.json, the RoPE base and the chat template checked."""
+    """Token table, the runtime settings in config.json, what the exported graph computes and the chat
+    template checked."""
     from edgellm.host.convert.chat_template import check_conformance, has_template, system_role
     from edgellm.host.convert.token_table import (
         ROUND_TRIP_TEXT,
@@ -194,6 +196,7 @@ def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan) -> Tokenizer:
     hf_tokenizer = write_hf_tokenizer(loaded.tokenizer, staging)
     write_runtime(staging, Runtime.for_kv_cache(plan.kv_cache))
     check_exported_rope_theta(staging, loaded.shape.rope_theta)
+    check_export(staging, facts_of_model(loaded.model))  # RoPE per layer, window, caps: before the gate
     role = system_role(loaded.tokenizer) if has_template(loaded.tokenizer) else "supported"
     if has_template(loaded.tokenizer):
         check_conformance(staging, loaded.tokenizer, role)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from edgellm.common.hashing import sha256_file
 from edgellm.common.manifest import ModelShape, Source
@@ -76,10 +77,22 @@ def model_shape(hf_dir: Path) -> ModelShape:
         num_heads=heads,
         num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
         head_dim=int(cfg.get("head_dim") or cfg["hidden_size"] // heads),
-        context_length=int(cfg["max_position_embeddings"]),
+        context_length=_servable_context(cfg),
         rope_theta=rope_theta_of(cfg) or _DEFAULT_ROPE_THETA,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
     )
+
+
+def _servable_context(cfg: dict[str, Any]) -> int:
+    """The trained context, capped at the sliding window when every layer slides."""
+    # Why: MNN 3.6.1 applies the window only with llm_config `attention_type: mix` (measured on
+    # tiny Gemma-2/3, docs/llmexport.md); with every layer sliding it attends to all positions,
+    # so past the window the artifact would compute something the model never does.
+    from edgellm.host.convert.export_facts import sliding_layers_of
+
+    context = int(cfg["max_position_embeddings"])
+    window, layers = sliding_layers_of(cfg)
+    return min(context, window) if window and len(layers) >= int(cfg["num_hidden_layers"]) else context
 
 
 def _hf_sha256(hf_dir: Path) -> str:
