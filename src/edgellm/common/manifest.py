@@ -243,21 +243,42 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
+class Fidelity:
+    """One MNN path against the torch model holding the artifact's integers (docs/quantization.md)."""
+
+    kl_mean: float  # mean over positions of KL(torch ‖ MNN), nats
+    kl_p99: float
+    kl_by_position: dict[str, float]  # mean KL per position bucket: "0-63", "64-511", "512+"
+    top1_clear: float | None  # top-1 agreement where torch's top-2 gap ≥ delta (None: too few such)
+    n_clear: int  # positions where torch's top-2 gap ≥ delta
+    delta: float  # nats
+
+
+@dataclass(frozen=True)
 class Checks:
-    """The conversion gate: MNN against the fp torch model on one long window and fixed prompts."""
+    """The conversion gate: MNN against torch on one long window (fidelity, perplexity), fixed prompts.
+
+    The fidelity fields are absent from artifacts built before the fidelity gate (issue 28); they
+    load as None.
+    """
 
     eval_file: str
     eval_tokens: int  # first N tokens, scored as one window
     torch_ppl: float  # fp32 torch
-    mnn_ppl: float  # the worse of the two MNN paths; the gate applies to it
+    mnn_ppl: float  # the worse of the two MNN paths; the perplexity limit applies to it
     mnn_ppl_prefill: float  # one forward over all tokens
     mnn_ppl_decode: float  # one token per forward, as generation runs
-    ppl_ratio: float
-    agreement: float  # share of the fixed prompts whose greedy next token matches torch
+    ppl_ratio: float  # mnn_ppl / torch_ppl (quality: quantization and export together)
+    agreement: float  # share of the fixed prompts whose greedy next token matches torch fp (information)
     agree_count: int
     prompts: int
     prefill_tokens_per_second: float
     decode_tokens_per_second: float
+    torch_quant_ppl: float | None = None  # the torch model holding the artifact's integers
+    fidelity_prefill: Fidelity | None = None  # MNN prefill path vs that torch model
+    fidelity_decode: Fidelity | None = None  # MNN decode path vs that torch model
+    max_kl: float | None = None  # the limits the fidelity gate applied
+    min_top1_clear: float | None = None
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ class Measure:
     """What a build measures before it publishes (both are recorded in the manifest)."""
 
     evaluate: bool = True  # windowed fp / torch / MNN perplexity on loaded.evaluation -> "evaluation"
-    verify: bool = False  # the conversion gate against fp (refuses a bad artifact) -> "checks"
+    verify: bool = False  # the conversion gate (refuses a bad artifact) -> "checks"
 
 
 @dataclass(frozen=True)
@@ -280,8 +280,8 @@ def _measure(
         from edgellm.host.convert.verify import verify
 
         step = time.perf_counter()
-        progress(0.9, "verify: MNN against torch fp (next token, perplexity)")
-        checks = verify(staging, loaded.model, loaded.tokenizer)
+        progress(0.9, "verify: MNN against torch (fidelity, perplexity)")
+        checks = verify(staging, loaded.model, loaded.tokenizer, reference=quantized.model)
         seconds["verify"] = round(time.perf_counter() - step, 2)
     return evaluation, checks
 

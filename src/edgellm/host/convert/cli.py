@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edgellm.common.manifest import Checks
 
 # Nothing heavy at import time: src/edgellm/cli.py imports every command module, on a phone too.
 
@@ -84,5 +88,21 @@ def describe(artifact: Path) -> str:
             f"  ppl torch fp {c.torch_ppl:.2f}, mnn {c.mnn_ppl:.2f} (prefill {c.mnn_ppl_prefill:.2f}, "
             f"decode {c.mnn_ppl_decode:.2f}): first {c.eval_tokens} tokens of {c.eval_file} as one window"
         )
-        lines.append(f"  next-token agreement with torch {c.agree_count}/{c.prompts} prompts")
+        lines.extend(_fidelity_lines(c))
+        lines.append(f"  next-token agreement with torch fp {c.agree_count}/{c.prompts} prompts")
     return "\n".join(lines)
+
+
+def _fidelity_lines(c: Checks) -> list[str]:
+    """The fidelity gate's figures per MNN path (absent from artifacts built before it)."""
+    out = []
+    for path, f in (("prefill", c.fidelity_prefill), ("decode", c.fidelity_decode)):
+        if f is None:
+            continue
+        top1 = "-" if f.top1_clear is None else f"{f.top1_clear:.3f}"
+        buckets = ", ".join(f"{k} {v:.1e}" for k, v in f.kl_by_position.items())
+        out.append(
+            f"  {path}: KL(torch quantized‖MNN) {f.kl_mean:.1e} (limit {c.max_kl:g}; by position {buckets}), "
+            f"top-1 {top1} at {f.n_clear} confident positions"
+        )
+    return out

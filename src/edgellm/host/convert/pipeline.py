@@ -2,7 +2,7 @@
 
 Convert is the builder with a preset: RTN (no calibration) at INT4 block 32 for the body and INT8
 block 32 for the tied lm_head/embedding, measured by the conversion gate (MNN within 5% of torch
-fp on both MNN paths, next-token agreement) instead of the windowed evaluation.
+fp on both MNN paths, fidelity against the torch quantized model) instead of the windowed evaluation.
 """
 
 from __future__ import annotations

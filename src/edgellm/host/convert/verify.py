@@ -1,33 +1,44 @@
-"""The conversion gate: a real MNN artifact against the fp torch model (next token + perplexity).
+"""The conversion gate: a real MNN artifact against torch (export fidelity, perplexity, next token).
 
 Protocol: the first EVAL_TOKENS tokens of the evaluation text scored as ONE window, through both
-MNN paths (one prefill with all logits, and one token per forward as generation runs), and the
-greedy next token of each of PROMPTS. `edgellm eval` uses another protocol (windows of 512 every
-256 over 2,048 tokens), so its perplexities are higher: fewer tokens of context per prediction.
+MNN paths (one prefill with all logits, and one token per forward as generation runs).
+
+- **Fidelity** (the export is right; independent of bits): each MNN path against the torch model
+  holding the artifact's own integers (`fidelity.py`: mean KL, KL by position bucket, top-1
+  agreement where torch is confident). It replaces next-token agreement on 8 prompts, which on
+  flat distributions was decided by near-ties.
+- **Quality**: MNN perplexity against torch fp (at most MAX_PPL_RATIO above it), and a guard
+  against degenerate logits (perplexity near 1).
+- The greedy next token of each of PROMPTS against torch fp is recorded as information.
+
+`edgellm eval` uses another protocol (windows of 512 every 256 over 2,048 tokens), so its
+perplexities are higher: fewer tokens of context per prediction.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import structlog
 
-from edgellm.common.manifest import Checks
+from edgellm.common.manifest import Checks, Fidelity
 from edgellm.common.mnn_llm import MnnLlm, host_threads, rows
 from edgellm.common.paths import data_dir
+from edgellm.host.convert.fidelity import Limits, describe_positions, failures, fidelity
 from edgellm.host.evaluate.evaluate import EVAL_FILE
 from edgellm.host.evaluate.scorers import decode_each
 
 log = structlog.get_logger(__name__)
 
-EVAL_TOKENS = 1024
+EVAL_TOKENS = 1024  # > 512, so the last position bucket (where RoPE defects grow) is filled
 MAX_PPL_RATIO = 1.05  # MNN perplexity may be at most 5% above torch fp32
-MIN_AGREEMENT = 0.75  # share of PROMPTS whose greedy next token must match torch
+GATE = Limits()  # the fidelity limits (fidelity.py; measured in docs/quantization.md)
+PATHS = ("prefill", "decode")  # the two MNN code paths, both gated
 
 # Fixed prompts for next-token agreement: facts, code, chat and plain prose.
 PROMPTS: tuple[str, ...] = (
@@ -70,23 +81,29 @@ def perplexity(logits: np.ndarray, ids: list[int]) -> float:
     return float(math.exp(nll.mean()))
 
 
-def torch_reference(model: Any, ids: list[int], prompts_ids: list[list[int]]) -> tuple[float, list[int]]:
-    """Torch perplexity on ``ids`` (one window) and greedy next token for each prompt."""
+def torch_logits(model: Any, ids: list[int]) -> np.ndarray:
+    """Torch logits [T, V] (float32) of ``ids`` as one window."""
     import torch
 
     with torch.inference_mode():
-        logits = model(torch.tensor([ids])).logits[0]  # [T, V]
-        ppl = perplexity(logits.numpy(), ids)
-        nexts = [int(model(torch.tensor([p])).logits[0, -1].argmax()) for p in prompts_ids]
-    return ppl, nexts
+        out: np.ndarray = model(torch.tensor([ids])).logits[0].float().numpy()
+    return out
+
+
+def torch_next_tokens(model: Any, prompts_ids: list[list[int]]) -> list[int]:
+    """Torch's greedy next token after each prompt."""
+    import torch
+
+    with torch.inference_mode():
+        return [int(model(torch.tensor([p])).logits[0, -1].argmax()) for p in prompts_ids]
 
 
 @dataclass(frozen=True)
 class MnnScores:
-    """Perplexity through both MNN code paths, and greedy next tokens for PROMPTS."""
+    """Logits [T, V] through both MNN code paths, and greedy next tokens for PROMPTS."""
 
-    ppl_prefill: float
-    ppl_decode: float
+    prefill: np.ndarray
+    decode: np.ndarray
     next_tokens: list[int]
     prefill_seconds: float
     decode_seconds: float
@@ -98,19 +115,19 @@ def mnn_scores(artifact_dir: Path, ids: list[int], prompts_ids: list[list[int]])
     # set before load() (toggling it later re-clones the module).
     model = MnnLlm.open(artifact_dir / "config.json", {"thread_num": host_threads(), "all_logits": True})
     start = time.perf_counter()
-    ppl_prefill = perplexity(rows(model.forward(ids)), ids)
+    prefill = rows(model.forward(ids))
     prefill_seconds = time.perf_counter() - start
     # Decode path: one token per forward, as generation runs. With "memory": "low" MNN
     # quantizes activations for multi-token prefill, so the two paths differ measurably.
     start = time.perf_counter()
-    ppl_decode = perplexity(decode_each(model, ids), ids)
+    decode = decode_each(model, ids)
     decode_seconds = time.perf_counter() - start
     nexts = []
     for prompt in prompts_ids:
         model.reset()
         nexts.append(int(rows(model.forward(prompt))[-1].argmax()))
     model.reset()
-    return MnnScores(ppl_prefill, ppl_decode, nexts, prefill_seconds, decode_seconds)
+    return MnnScores(prefill, decode, nexts, prefill_seconds, decode_seconds)
 
 
 def verify(
@@ -118,45 +135,88 @@ def verify(
     model: Any,
     tokenizer: Any,
     *,
+    reference: Any = None,
     n_tokens: int = EVAL_TOKENS,
     max_ratio: float = MAX_PPL_RATIO,
-    min_agreement: float = MIN_AGREEMENT,
+    limits: Limits = GATE,
 ) -> Checks:
-    """Measure the artifact against the fp torch ``model``; ConversionCheckFailed when out of tolerance."""
+    """Measure the artifact against torch; ConversionCheckFailed when out of tolerance.
+
+    ``model`` is the fp model (perplexity, next tokens); ``reference`` the torch model holding the
+    artifact's integers (fidelity). Without ``reference`` fidelity is measured against ``model``,
+    so it then includes the quantization error too.
+    """
     ids = eval_token_ids(tokenizer, n_tokens)
     prompts_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
-    torch_ppl, torch_next = torch_reference(model, ids, prompts_ids)
-    log.info("torch_reference_done", ppl=round(torch_ppl, 4))
+    fp_logits = torch_logits(model, ids)
+    ref_logits = fp_logits if reference is None else torch_logits(reference, ids)
+    torch_next = torch_next_tokens(model, prompts_ids)
+    torch_ppl, quant_ppl = perplexity(fp_logits, ids), perplexity(ref_logits, ids)
+    log.info("torch_reference_done", ppl=round(torch_ppl, 4), quant_ppl=round(quant_ppl, 4))
     scores = mnn_scores(artifact_dir, ids, prompts_ids)
-    mnn_ppl = max(scores.ppl_prefill, scores.ppl_decode)
-    mnn_next = scores.next_tokens
-    agree = sum(a == b for a, b in zip(torch_next, mnn_next, strict=True))
+    del fp_logits
+    ppl = {path: perplexity(getattr(scores, path), ids) for path in PATHS}
+    fid = {path: fidelity(ref_logits, getattr(scores, path)) for path in PATHS}
+    mnn_ppl = max(ppl.values())
+    agree = sum(a == b for a, b in zip(torch_next, scores.next_tokens, strict=True))
     result = Checks(
         eval_file=EVAL_FILE,
         eval_tokens=len(ids),
         torch_ppl=round(torch_ppl, 4),
         mnn_ppl=round(mnn_ppl, 4),
-        mnn_ppl_prefill=round(scores.ppl_prefill, 4),
-        mnn_ppl_decode=round(scores.ppl_decode, 4),
+        mnn_ppl_prefill=round(ppl["prefill"], 4),
+        mnn_ppl_decode=round(ppl["decode"], 4),
         ppl_ratio=round(mnn_ppl / torch_ppl, 4),
         agreement=agree / len(PROMPTS),
         agree_count=agree,
         prompts=len(PROMPTS),
         prefill_tokens_per_second=round(len(ids) / scores.prefill_seconds, 1),
         decode_tokens_per_second=round(len(ids) / scores.decode_seconds, 1),
+        torch_quant_ppl=round(quant_ppl, 4),
+        fidelity_prefill=_rounded(fid["prefill"]),
+        fidelity_decode=_rounded(fid["decode"]),
+        max_kl=limits.max_kl,
+        min_top1_clear=limits.min_top1_clear,
     )
-    log.info("verify_done", **vars(result))
-    low = min(scores.ppl_prefill, scores.ppl_decode)
-    if not math.isfinite(mnn_ppl) or mnn_ppl / torch_ppl > max_ratio or low < 1.5:
-        # ppl near 1.0 means degenerate logits (seen with an invalid block size), not quality.
-        raise ConversionCheckFailed(
-            f"perplexity check failed: mnn prefill {scores.ppl_prefill:.3f} / decode "
-            f"{scores.ppl_decode:.3f} vs torch {torch_ppl:.3f} "
-            f"(ratio {mnn_ppl / torch_ppl:.3f}, limit {max_ratio})"
-        )
-    if result.agreement < min_agreement:
-        raise ConversionCheckFailed(
-            f"next-token agreement {agree}/{len(PROMPTS)} below {min_agreement:.0%}: "
-            f"torch {torch_next} vs mnn {mnn_next}"
-        )
+    log.info("verify_done", **asdict(result))
+    check_quality(ppl, torch_ppl, max_ratio)
+    check_fidelity(fid, limits)
     return result
+
+
+def check_quality(ppl: dict[str, float], torch_ppl: float, max_ratio: float) -> None:
+    """Refuse MNN perplexity above ``max_ratio`` × torch fp, or degenerate (near 1)."""
+    worst, low = max(ppl.values()), min(ppl.values())
+    # ppl near 1.0 means degenerate logits (seen with an invalid block size), not quality.
+    if not math.isfinite(worst) or worst / torch_ppl > max_ratio or low < 1.5:
+        raise ConversionCheckFailed(
+            f"perplexity check failed: mnn prefill {ppl['prefill']:.3f} / decode "
+            f"{ppl['decode']:.3f} vs torch {torch_ppl:.3f} "
+            f"(ratio {worst / torch_ppl:.3f}, limit {max_ratio})"
+        )
+
+
+def check_fidelity(fid: dict[str, Fidelity], limits: Limits) -> None:
+    """Refuse an MNN path whose distributions sit beyond ``limits`` from the torch reference."""
+    for path, f in fid.items():
+        bad = failures(f, limits)
+        if bad:
+            raise ConversionCheckFailed(
+                f"fidelity check failed on the MNN {path} path: {'; '.join(bad)} ({describe_positions(f)})"
+            )
+
+
+def _rounded(f: Fidelity) -> Fidelity:
+    """``f`` with 3 significant digits: the manifest records a measurement, not float noise."""
+    return Fidelity(
+        kl_mean=_sig(f.kl_mean),
+        kl_p99=_sig(f.kl_p99),
+        kl_by_position={k: _sig(v) for k, v in f.kl_by_position.items()},
+        top1_clear=None if f.top1_clear is None else round(f.top1_clear, 4),
+        n_clear=f.n_clear,
+        delta=f.delta,
+    )
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.3g}")
