@@ -127,3 +127,10 @@ def test_the_cli_and_the_gateway_agree_on_a_models_defaults() -> None:
     body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 40}
     assert parse("chat", body, 512, defaults=defaults).request == cli
     assert isinstance(defaults, GenerateParams) and defaults.top_k == 20
+
+
+def test_the_bundled_source_is_recognised_by_its_package(tmp_path: Path) -> None:
+    from edgellm.host.builder.source import resolve_source
+
+    default = resolve_source("default")
+    assert default.format == "gguf" and sampling_defaults(default, tmp_path) == BUNDLED_SMOLLM2

@@ -18,7 +18,11 @@ from edgellm.common.errors import InvalidArgument
 
 # The sampling options whose default is the loaded model's (params_from_args fills them in).
 MODEL_DEFAULTED = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty")
-_BY_MODEL = "default: the loaded model's own, from its generation_config.json (docs/cli.md)"
+
+
+def _by_model(value: float) -> str:
+    """The help's default for an option the loaded model's own defaults fill in (docs/cli.md)."""
+    return f"(default: the loaded model's, from its generation_config.json; {value} for the bundled SmolLM2)"
 
 
 def add_sampling(parser: argparse.ArgumentParser, defaults: GenerateParams = RECOMMENDED) -> None:
@@ -30,20 +34,27 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: GenerateParams = REC
         help="tokens to generate at most",
     )
     parser.add_argument(
-        "--temperature", type=float_in(0.0), default=None, help=f"0 = greedy (argmax); {_BY_MODEL}"
+        "--temperature",
+        type=float_in(0.0),
+        default=None,
+        help=f"0 = greedy (argmax) {_by_model(defaults.temperature)}",
     )
-    parser.add_argument("--top-k", type=non_negative_int, default=None, help=f"0 = off; {_BY_MODEL}")
     parser.add_argument(
-        "--top-p", type=float_in(0.0, 1.0), default=None, help=f"nucleus; 1 = off; {_BY_MODEL}"
+        "--top-k", type=non_negative_int, default=None, help=f"0 = off {_by_model(defaults.top_k)}"
     )
-    parser.add_argument("--min-p", type=float_in(0.0, 1.0), default=None, help=f"0 = off; {_BY_MODEL}")
+    parser.add_argument(
+        "--top-p", type=float_in(0.0, 1.0), default=None, help=f"nucleus; 1 = off {_by_model(defaults.top_p)}"
+    )
+    parser.add_argument(
+        "--min-p", type=float_in(0.0, 1.0), default=None, help=f"0 = off {_by_model(defaults.min_p)}"
+    )
     parser.add_argument(
         "--frequency-penalty",
         type=float_in(-2.0, 2.0),
         default=None,
         help=(
             "subtract this times a token's count in the answer so far from its logit; 0 = off "
-            f"(default: the model's, {defaults.frequency_penalty} for the bundled SmolLM2; "
+            f"(default: the loaded model's, {defaults.frequency_penalty} for the bundled SmolLM2; "
             "0 with an output constraint)"
         ),
     )
@@ -51,13 +62,15 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: GenerateParams = REC
         "--presence-penalty",
         type=float_in(-2.0, 2.0),
         default=None,
-        help=f"subtract this from the logit of every token already in the answer; 0 = off; {_BY_MODEL}",
+        help="subtract this from the logit of every token already in the answer; 0 = off "
+        + _by_model(defaults.presence_penalty),
     )
     parser.add_argument(
         "--repetition-penalty",
         type=float_in(1e-3),
         default=None,
-        help=f"divide positive logits of tokens seen in the prompt or the answer; 1 = off; {_BY_MODEL}",
+        help="divide positive logits of tokens seen in the prompt or the answer; 1 = off "
+        + _by_model(defaults.repetition_penalty),
     )
     parser.add_argument(
         "--seed", type=non_negative_int, default=defaults.seed, help="sampling seed (default: random)"
