@@ -65,12 +65,9 @@ def test_no_system_prompt_is_sent_unless_asked(
     for command in ("chat", "generate"):
         ns = build_parser().parse_args([command, "x"] if command == "generate" else [command])
         assert ns.system is None  # the chat template's own system prompt applies
-        assert (
-            params_from_args(ns).frequency_penalty > 0
-            and ns.repetition_penalty == 1.0
-            and 0 < ns.temperature < 1
-            and ns.top_p < 1
-        )
+        sent = params_from_args(ns)
+        assert sent.frequency_penalty > 0 and sent.repetition_penalty == 1.0
+        assert 0 < sent.temperature < 1 and sent.top_p < 1
 
 
 def test_the_prompt_comes_from_stdin_or_a_file(

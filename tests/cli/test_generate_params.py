@@ -190,9 +190,12 @@ def test_the_recommendation_changes_only_sampling_values_and_the_cli_defaults_ar
     }
     assert changed == {"temperature", "top_p", "repetition_penalty", "frequency_penalty"}
     ns = build_parser().parse_args(["generate", "x"])
-    for name in ("max_new_tokens", "temperature", "top_k", "top_p", "min_p", "presence_penalty"):
-        assert getattr(ns, name) == getattr(RECOMMENDED, name), name
-    assert (ns.repetition_penalty, ns.seed, ns.speculation) == (1.0, None, "auto")
+    # Unset sampling options are the model's (None here); without a model's defaults, RECOMMENDED.
+    assert ns.temperature is None and ns.top_p is None and ns.repetition_penalty is None
+    sent = params_from_args(ns)
+    for name in ("max_new_tokens", *RECOMMENDED.sampling()):
+        assert getattr(sent, name) == getattr(RECOMMENDED, name), name
+    assert (ns.seed, ns.speculation) == (None, "auto")
     assert ns.kv_window == default.kv_window
     assert RECOMMENDED.sampling() == {
         "temperature": 0.2, "top_k": 0, "top_p": 0.5, "min_p": 0.0, "repetition_penalty": 1.0,

@@ -120,12 +120,13 @@ def test_every_option_has_help_and_shows_its_default() -> None:
     assert not missing, missing
     help_text = dict(_parsers(build_parser(), "edgellm"))["edgellm generate"].format_help()
     text = " ".join(help_text.split())  # argparse wraps help to the terminal's width
+    model = "(default: the loaded model's, from its generation_config.json; {} for the bundled SmolLM2)"
     assert (
-        "(default: 0.2)" in text
-        and "(default: 0.7; 0 with an output constraint)" in text
+        model.format(0.2) in text
+        and "(default: the loaded model's, 0.7 for the bundled SmolLM2; 0 with an output constraint)" in text
         and "(default: 256)" in text
     )
-    assert "0 = off (default: 0)" in text  # a zero default is shown (0 == False, but not `is`)
+    assert "0 = off " + model.format(0) in text  # a zero default is shown (0 == False, but not `is`)
     assert "(default: None)" not in text and "(default: False)" not in text
 
 

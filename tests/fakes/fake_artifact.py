@@ -13,6 +13,7 @@ import tokenizers
 
 from edgellm.common.manifest import MANIFEST, ModelShape, Tokenizer
 from edgellm.common.runtime import Runtime
+from edgellm.common.sampling_defaults import SamplingDefaults
 from edgellm.common.token_table import FILENAME as TOKEN_TABLE
 from edgellm.common.token_table import write_token_table
 from edgellm.host.builder.pipeline import HF_TOKENIZER
@@ -48,10 +49,12 @@ def write_fake_artifact(
     context_length: int = 2048,
     runtime: Runtime | None = None,
     hf_tokenizer: bool = False,
+    sampling: SamplingDefaults | None = None,
 ) -> Path:
     """Write the fake artifact into `root` (created), with `runtime` as its MNN settings; return it.
 
-    With `hf_tokenizer` it carries tokenizer.json too, as artifacts built for constrained output do.
+    With `hf_tokenizer` it carries tokenizer.json too, as artifacts built for constrained output do;
+    `sampling` is the model's recorded sampling defaults (None: none, as before they were recorded).
     """
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text("{}\n")
@@ -84,6 +87,7 @@ def write_fake_artifact(
             TOKEN_TABLE, "tokenizer.mtok", STOP_IDS, len(PIECES), HF_TOKENIZER if hf_tokenizer else None
         ),
         runtime=runtime or Runtime(),
+        sampling=sampling,
     )
     (root / MANIFEST).write_text(manifest.to_json())
     return root

@@ -19,6 +19,7 @@ from typing import Any
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.json_depth import too_deep
 from edgellm.common.runtime import Runtime, kv_value_bytes
+from edgellm.common.sampling_defaults import SamplingDefaults
 from edgellm.common.typed_json import FieldError, read_dataclass
 
 # Version 2: one vocabulary for convert and quantize, typed sections, runtime settings, source.hf_dir.
@@ -306,6 +307,9 @@ class ArtifactManifest:
     files: tuple[FileEntry, ...]
     evaluation: Evaluation | None = None
     checks: Checks | None = None
+    # The model's sampling defaults (edgellm.common.sampling_defaults); None in artifacts built
+    # before they were recorded: clients then use their own (edgellm.client.sampling.RECOMMENDED).
+    sampling: SamplingDefaults | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name)

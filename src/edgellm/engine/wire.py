@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from edgellm.common.proto_fields import copied
 from edgellm.engine.artifact import Artifact
 from edgellm.v1 import common_pb2
 
 
 def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
-    """ArtifactInfo for an artifact."""
+    """ArtifactInfo for an artifact (sampling_defaults unset when its manifest records none)."""
     m = artifact.manifest
-    return common_pb2.ArtifactInfo(
+    info = common_pb2.ArtifactInfo(
         artifact_id=artifact.artifact_id,
         name=m.name,
         source_model=m.source.name,
@@ -18,3 +19,6 @@ def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
         files=[common_pb2.ArtifactFile(path=f.path, size=f.size, sha256=f.sha256) for f in m.files],
         loaded=loaded,
     )
+    if m.sampling is not None:
+        info.sampling_defaults.CopyFrom(copied(common_pb2.SamplingDefaults, m.sampling))
+    return info

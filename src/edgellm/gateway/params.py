@@ -67,10 +67,17 @@ class Parsed:
         return self.params.to_proto()
 
 
-def parse(kind: Kind, body: Any, max_tokens_cap: int, limits: Limits | None = None) -> Parsed:
+def parse(
+    kind: Kind,
+    body: Any,
+    max_tokens_cap: int,
+    limits: Limits | None = None,
+    defaults: GenerateParams = RECOMMENDED,
+) -> Parsed:
     """Check an OpenAI body and build its GenerateParams; raise ApiError (400) naming the field.
 
-    MAX_TOKENS_CAP is the daemon's cap (the chat default); LIMITS are the gateway's own caps.
+    MAX_TOKENS_CAP is the daemon's cap (the chat default); LIMITS are the gateway's own caps;
+    DEFAULTS give each sampling field the body leaves out (the loaded model's: sampling.for_model).
     """
     lim = limits or Limits()
     if not isinstance(body, dict):
@@ -78,7 +85,7 @@ def parse(kind: Kind, body: Any, max_tokens_cap: int, limits: Limits | None = No
     _refuse_unknown(body, _CHAT if kind == "chat" else _COMPLETION)
     model = _opt(body, "model", str) or ""
     # Checked in this order so that a body with several faults gets the same 400 as before.
-    sampling = _sampling(body, lim.max_logit_bias)
+    sampling = _sampling(body, lim.max_logit_bias, defaults)
     cap = min(max_tokens_cap, lim.max_tokens)
     default_max = cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, cap)
     max_new_tokens = _max_tokens(body, default_max, lim.max_tokens)
@@ -165,20 +172,20 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def _sampling(body: dict[str, Any], max_logit_bias: int) -> dict[str, Any]:
-    """The sampling fields of GenerateParams, as keyword arguments."""
+def _sampling(body: dict[str, Any], max_logit_bias: int, d: GenerateParams) -> dict[str, Any]:
+    """The sampling fields of GenerateParams, as keyword arguments; an omitted one is D's."""
     # Why not OpenAI's defaults (temperature 1, top_p 1, no penalty): the bundled small model
     # answers nonsense at temperature 1 ("capital of France" -> French word salad). An omitted
-    # field takes the client's measured defaults instead, as Ollama takes the model's own.
-    d = RECOMMENDED
+    # field takes the model's own default instead, as Ollama does: its generation_config's, or
+    # the measured ones for the bundled SmolLM2 (edgellm.client.sampling).
     out: dict[str, Any] = {
         "temperature": _or(_number(body, "temperature", 0.0, 2.0), d.temperature),
         "top_p": _or(_number(body, "top_p", 0.0, 1.0), d.top_p) or 1.0,
         "presence_penalty": _or(_number(body, "presence_penalty", -2.0, 2.0), d.presence_penalty),
         "frequency_penalty": _or(_number(body, "frequency_penalty", -2.0, 2.0), d.frequency_penalty),
         "min_p": _or(_number(body, "min_p", 0.0, 1.0), d.min_p),
-        # 0 and "not given" alike: no penalty, sent as the recommendation's neutral value
-        "repetition_penalty": _number(body, "repetition_penalty", 0.0, 10.0) or d.repetition_penalty,
+        "repetition_penalty": _repetition(body, d.repetition_penalty),
+        "top_k": d.top_k,
     }
     top_k = _opt(body, "top_k", int)
     if top_k is not None:
@@ -192,6 +199,12 @@ def _sampling(body: dict[str, Any], max_logit_bias: int) -> dict[str, Any]:
         out["seed"] = seed
     out["logit_bias"] = tuple(_logit_bias(body, max_logit_bias).items())
     return out
+
+
+def _repetition(body: dict[str, Any], default: float) -> float:
+    """repetition_penalty; an explicit 0 is no penalty, sent as the neutral 1."""
+    value = _number(body, "repetition_penalty", 0.0, 10.0)
+    return default if value is None else value or 1.0
 
 
 def _speculation(body: dict[str, Any]) -> SpeculationName:

@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from edgellm.client.aio import AioDaemon
+from edgellm.client.params import GenerateParams
+from edgellm.client.sampling import for_model
 from edgellm.common.json_depth import too_deep
 from edgellm.common.logs import get_logger
 from edgellm.gateway import upstream
@@ -91,8 +93,9 @@ class Completions:
             raise nested from None
         except ValueError as err:  # not JSON, not UTF-8, or an int of over 4,300 digits
             raise invalid(f"the request body is not valid JSON: {str(err)[:200]}") from None
+        defaults = await self._sampling_defaults()
         try:
-            parsed = parse(kind, body, self._max_tokens_cap(), self.limits)
+            parsed = parse(kind, body, self._max_tokens_cap(), self.limits, defaults)
         except RecursionError:  # comparing or re-encoding a body parsed just under the limit
             raise nested from None
         # The caller's key as sent (the guard already checked it): sessions are scoped to it.
@@ -232,6 +235,19 @@ class Completions:
     def _max_tokens_cap(self) -> int:
         st = self.watch.status
         return st.max_new_tokens_cap if st is not None and st.max_new_tokens_cap else FALLBACK_MAX_TOKENS
+
+    async def _sampling_defaults(self) -> GenerateParams:
+        """The loaded model's sampling defaults (sampling.for_model), from the cached status.
+
+        Until the watch's first GetStatus, asked now: a request in the gateway's first second must
+        not get another model's defaults. A daemon that does not answer gets RECOMMENDED; the
+        Generate call then reports what is wrong.
+        """
+        st = self.watch.status
+        if st is None:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                st = await upstream.status(self.daemon)
+        return for_model(st.model if st is not None and st.HasField("model") else None)
 
     def _model_name(self) -> str:
         st = self.watch.status

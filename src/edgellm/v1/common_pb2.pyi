@@ -126,6 +126,7 @@ class ArtifactInfo(_message.Message):
     FILES_FIELD_NUMBER: _builtins.int
     LOADED_FIELD_NUMBER: _builtins.int
     MANIFEST_JSON_FIELD_NUMBER: _builtins.int
+    SAMPLING_DEFAULTS_FIELD_NUMBER: _builtins.int
     artifact_id: _builtins.str
     """sha256 of manifest.json"""
     name: _builtins.str
@@ -137,6 +138,10 @@ class ArtifactInfo(_message.Message):
     manifest_json: _builtins.str
     @_builtins.property
     def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArtifactFile]: ...
+    @_builtins.property
+    def sampling_defaults(self) -> Global___SamplingDefaults:
+        """unset: the artifact records none (built before they were)"""
+
     def __init__(
         self,
         *,
@@ -148,11 +153,60 @@ class ArtifactInfo(_message.Message):
         files: _abc.Iterable[Global___ArtifactFile] | None = ...,
         loaded: _builtins.bool = ...,
         manifest_json: _builtins.str = ...,
+        sampling_defaults: Global___SamplingDefaults | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["sampling_defaults", b"sampling_defaults"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact_id", b"artifact_id", "files", b"files", "loaded", b"loaded", "manifest_json", b"manifest_json", "name", b"name", "quantization", b"quantization", "size_bytes", b"size_bytes", "source_model", b"source_model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact_id", b"artifact_id", "files", b"files", "loaded", b"loaded", "manifest_json", b"manifest_json", "name", b"name", "quantization", b"quantization", "sampling_defaults", b"sampling_defaults", "size_bytes", b"size_bytes", "source_model", b"source_model"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ArtifactInfo: _TypeAlias = ArtifactInfo  # noqa: Y015
+
+@_typing.final
+class SamplingDefaults(_message.Message):
+    """A model's sampling defaults, in SamplingParams' terms (0 = off, temperature 0 = greedy): what the
+    CLI and the gateway send for a field their user left unset. The daemon never applies them itself.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ORIGIN_FIELD_NUMBER: _builtins.int
+    TEMPERATURE_FIELD_NUMBER: _builtins.int
+    TOP_K_FIELD_NUMBER: _builtins.int
+    TOP_P_FIELD_NUMBER: _builtins.int
+    MIN_P_FIELD_NUMBER: _builtins.int
+    REPETITION_PENALTY_FIELD_NUMBER: _builtins.int
+    PRESENCE_PENALTY_FIELD_NUMBER: _builtins.int
+    FREQUENCY_PENALTY_FIELD_NUMBER: _builtins.int
+    origin: _builtins.str
+    """"generation_config": the checkpoint's generation_config.json, as transformers reads it;
+    "transformers": it has none (transformers' defaults: greedy);
+    "edgellm": the bundled SmolLM2-135M-Instruct's measured defaults.
+    """
+    temperature: _builtins.float
+    top_k: _builtins.int
+    top_p: _builtins.float
+    min_p: _builtins.float
+    repetition_penalty: _builtins.float
+    presence_penalty: _builtins.float
+    frequency_penalty: _builtins.float
+    def __init__(
+        self,
+        *,
+        origin: _builtins.str = ...,
+        temperature: _builtins.float = ...,
+        top_k: _builtins.int = ...,
+        top_p: _builtins.float = ...,
+        min_p: _builtins.float = ...,
+        repetition_penalty: _builtins.float = ...,
+        presence_penalty: _builtins.float = ...,
+        frequency_penalty: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["frequency_penalty", b"frequency_penalty", "min_p", b"min_p", "origin", b"origin", "presence_penalty", b"presence_penalty", "repetition_penalty", b"repetition_penalty", "temperature", b"temperature", "top_k", b"top_k", "top_p", b"top_p"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SamplingDefaults: _TypeAlias = SamplingDefaults  # noqa: Y015

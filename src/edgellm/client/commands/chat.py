@@ -19,6 +19,7 @@ from edgellm.client.client import DaemonClient
 from edgellm.client.commands.common_args import (
     add_sampling,
     add_window,
+    model_defaults,
     params_from_args,
     report_rpc_error,
 )
@@ -101,6 +102,7 @@ def run(ns: argparse.Namespace) -> int:
     answered = failed = 0
     last_error = OK
     with client_from(ns) as client:
+        defaults = model_defaults(client)  # the loaded model's sampling, asked once per chat
         for text in messages(sys.stdin):
             if text in ("/quit", "/exit", "/bye"):
                 break
@@ -108,7 +110,9 @@ def run(ns: argparse.Namespace) -> int:
                 history, session = list(system), uuid.uuid4().hex
                 continue
             history.append(("user", text))
-            request = params_from_args(ns, messages=tuple(history), session_id=session).to_proto()
+            request = params_from_args(
+                ns, messages=tuple(history), session_id=session, defaults=defaults
+            ).to_proto()
             try:
                 reply = _stream_reply(client, request)
             except grpc.RpcError as err:

@@ -5,18 +5,28 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
 
+from edgellm.client.client import DaemonClient
 from edgellm.client.failures import Peer, peer_of, rpc_failure
 from edgellm.client.params import SPECULATION, Constraint, GenerateParams
-from edgellm.client.sampling import RECOMMENDED
+from edgellm.client.sampling import RECOMMENDED, for_model
 from edgellm.common.argtypes import float_in, non_negative_int, positive_int
 from edgellm.common.errors import InvalidArgument
 
+# The sampling options whose default is the loaded model's (params_from_args fills them in).
+MODEL_DEFAULTED = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty")
+
+
+def _by_model(value: float) -> str:
+    """The help's default for an option the loaded model's own defaults fill in (docs/cli.md)."""
+    return f"(default: the loaded model's, from its generation_config.json; {value} for the bundled SmolLM2)"
+
 
 def add_sampling(parser: argparse.ArgumentParser, defaults: GenerateParams = RECOMMENDED) -> None:
-    """Generation length and sampling options, defaulting to what suits the bundled chat model."""
+    """Generation length and sampling options; an unset sampling option is the loaded model's default."""
     parser.add_argument(
         "--max-new-tokens",
         type=positive_int,
@@ -24,31 +34,43 @@ def add_sampling(parser: argparse.ArgumentParser, defaults: GenerateParams = REC
         help="tokens to generate at most",
     )
     parser.add_argument(
-        "--temperature", type=float_in(0.0), default=defaults.temperature, help="0 = greedy (argmax)"
+        "--temperature",
+        type=float_in(0.0),
+        default=None,
+        help=f"0 = greedy (argmax) {_by_model(defaults.temperature)}",
     )
-    parser.add_argument("--top-k", type=non_negative_int, default=defaults.top_k, help="0 = off")
-    parser.add_argument("--top-p", type=float_in(0.0, 1.0), default=defaults.top_p, help="nucleus; 1 = off")
-    parser.add_argument("--min-p", type=float_in(0.0, 1.0), default=defaults.min_p, help="0 = off")
+    parser.add_argument(
+        "--top-k", type=non_negative_int, default=None, help=f"0 = off {_by_model(defaults.top_k)}"
+    )
+    parser.add_argument(
+        "--top-p", type=float_in(0.0, 1.0), default=None, help=f"nucleus; 1 = off {_by_model(defaults.top_p)}"
+    )
+    parser.add_argument(
+        "--min-p", type=float_in(0.0, 1.0), default=None, help=f"0 = off {_by_model(defaults.min_p)}"
+    )
     parser.add_argument(
         "--frequency-penalty",
         type=float_in(-2.0, 2.0),
         default=None,
         help=(
             "subtract this times a token's count in the answer so far from its logit; 0 = off "
-            f"(default: {defaults.frequency_penalty}; 0 with an output constraint)"
+            f"(default: the loaded model's, {defaults.frequency_penalty} for the bundled SmolLM2; "
+            "0 with an output constraint)"
         ),
     )
     parser.add_argument(
         "--presence-penalty",
         type=float_in(-2.0, 2.0),
-        default=defaults.presence_penalty,
-        help="subtract this from the logit of every token already in the answer; 0 = off",
+        default=None,
+        help="subtract this from the logit of every token already in the answer; 0 = off "
+        + _by_model(defaults.presence_penalty),
     )
     parser.add_argument(
         "--repetition-penalty",
         type=float_in(1e-3),
-        default=defaults.repetition_penalty,
-        help="divide positive logits of tokens seen in the prompt or the answer; 1 = off",
+        default=None,
+        help="divide positive logits of tokens seen in the prompt or the answer; 1 = off "
+        + _by_model(defaults.repetition_penalty),
     )
     parser.add_argument(
         "--seed", type=non_negative_int, default=defaults.seed, help="sampling seed (default: random)"
@@ -86,26 +108,45 @@ def params_from_args(
     messages: tuple[tuple[str, str], ...] = (),
     session_id: str = "",
     constraint: Constraint | None = None,
+    defaults: GenerateParams = RECOMMENDED,
 ) -> GenerateParams:
-    """The GenerateParams that add_sampling's and add_window's options ask for, around this input."""
+    """The GenerateParams that add_sampling's and add_window's options ask for, around this input.
+
+    A sampling option left unset takes DEFAULTS' value (the loaded model's: `model_defaults`).
+    """
+    sampling: dict[str, Any] = {
+        name: _given(getattr(ns, name), getattr(defaults, name)) for name in MODEL_DEFAULTED
+    }
     return GenerateParams(
         prompt=prompt,
         messages=messages,
         max_new_tokens=ns.max_new_tokens,
-        temperature=ns.temperature,
         seed=ns.seed,
         stop=tuple(ns.stop),
         session_id=session_id,
         kv_window=ns.kv_window,
         constraint=constraint,
         speculation=ns.speculation,
-        top_k=ns.top_k,
-        top_p=ns.top_p,
-        min_p=ns.min_p,
-        repetition_penalty=ns.repetition_penalty,
-        frequency_penalty=frequency_penalty(ns, constrained=constraint is not None),
-        presence_penalty=ns.presence_penalty,
+        frequency_penalty=frequency_penalty(ns, constraint is not None, defaults),
+        **sampling,
     )
+
+
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def model_defaults(client: DaemonClient) -> GenerateParams:
+    """The loaded model's sampling defaults, asked of the daemon (RECOMMENDED when it reports none).
+
+    Why a failed GetStatus is not an error here: the Generate call that follows fails the same
+    way and reports it with the command's own message.
+    """
+    try:
+        status = client.status()
+    except grpc.RpcError:
+        return RECOMMENDED
+    return for_model(status.model if status.HasField("model") else None)
 
 
 def read_text_arg(value: str, file: Path | None, what: str = "prompt") -> str:
@@ -136,10 +177,12 @@ def report_rpc_error(
     return failure.exit_code
 
 
-def frequency_penalty(ns: argparse.Namespace, constrained: bool = False) -> float:
-    """--frequency-penalty; when unset, 0 under an output constraint and the recommended one otherwise."""
+def frequency_penalty(
+    ns: argparse.Namespace, constrained: bool = False, defaults: GenerateParams = RECOMMENDED
+) -> float:
+    """--frequency-penalty; when unset, 0 under an output constraint and DEFAULTS' one otherwise."""
     if ns.frequency_penalty is not None:
         return float(ns.frequency_penalty)
     # Why 0 under a constraint: JSON repeats its quotes and commas by design, and penalising
     # them pushed the model into whitespace until max_new_tokens cut the JSON off.
-    return 0.0 if constrained else RECOMMENDED.frequency_penalty
+    return 0.0 if constrained else defaults.frequency_penalty

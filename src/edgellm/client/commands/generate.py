@@ -12,6 +12,7 @@ from edgellm.client.client import finish_reason_name
 from edgellm.client.commands.common_args import (
     add_sampling,
     add_window,
+    model_defaults,
     params_from_args,
     read_text_arg,
 )
@@ -104,12 +105,13 @@ def run(ns: argparse.Namespace) -> int:
     Exit status 1 when a constrained answer ran out of tokens: what was printed is not valid.
     """
     constraint = constraint_from(ns)
-    request = _params(ns, constraint).to_proto()
+    text = read_text_arg(ns.prompt, ns.prompt_file)
     out = sys.stdout
     wrote = False
     status = OK
     try:
         with client_from(ns) as client:
+            request = _params(ns, text, constraint, model_defaults(client)).to_proto()
             start = time.perf_counter()
             first: float | None = None
             for response in client.stream(request):
@@ -128,14 +130,15 @@ def run(ns: argparse.Namespace) -> int:
     return status
 
 
-def _params(ns: argparse.Namespace, constraint: Constraint | None) -> GenerateParams:
+def _params(
+    ns: argparse.Namespace, text: str, constraint: Constraint | None, defaults: GenerateParams
+) -> GenerateParams:
     """The prompt (or, with --chat/--system, the chat messages) and the options' parameters."""
-    text = read_text_arg(ns.prompt, ns.prompt_file)
     if ns.chat or ns.system is not None:
         # A chat message is stripped like a chat turn (`edgellm chat` sends lines without their ends).
         messages = ((("system", ns.system),) if ns.system else ()) + (("user", text.strip()),)
-        return params_from_args(ns, messages=messages, constraint=constraint)
-    return params_from_args(ns, prompt=text, constraint=constraint)
+        return params_from_args(ns, messages=messages, constraint=constraint, defaults=defaults)
+    return params_from_args(ns, prompt=text, constraint=constraint, defaults=defaults)
 
 
 def _finished(

@@ -41,6 +41,7 @@ from edgellm.common.progress import Progress, quiet, scaled
 from edgellm.common.runtime import Runtime
 from edgellm.host.builder.host_source import for_device, write_host_source
 from edgellm.host.builder.loaded import LoadedModel
+from edgellm.host.builder.sampling import sampling_defaults
 from edgellm.host.convert.export_facts import check_export, facts_of_model
 from edgellm.host.convert.llmexport_adapter import ExportFailed, check_exported_rope_theta
 from edgellm.host.evaluate.evaluate import EVAL_FILE, evaluate
@@ -126,6 +127,7 @@ def build_artifact(
 ) -> BuildResult:
     """Quantize (unless ``quantized`` is given), export, measure and publish ``output`` atomically."""
     start = time.perf_counter()
+    sampling = sampling_defaults(loaded.source, loaded.hf_dir)  # a bad generation_config fails first
     if quantized is None:
         quantized = quantize(loaded, plan, scaled(progress, 0.0, 0.6, "quantize: "))
     seconds = {"quantize": round(quantized.seconds, 2)}
@@ -155,6 +157,7 @@ def build_artifact(
             files=list_files(staging),
             evaluation=evaluation,
             checks=checks,
+            sampling=sampling,
         )
         write_manifest(staging, manifest)
         calibrated = loaded.calibration(plan) is not None

