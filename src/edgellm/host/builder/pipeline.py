@@ -138,7 +138,14 @@ def build_artifact(
         step = time.perf_counter()
         progress(0.6, "export: llmexport graph + carried integer weights")
         report = export_artifact(
-            quantized.model, loaded.hf_dir, plan, quantized.weights, adapter_for(quantized.model), staging
+            quantized.model,
+            loaded.hf_dir,
+            plan,
+            quantized.weights,
+            adapter_for(quantized.model),
+            staging,
+            # AWQ folds scales into norms; otherwise only linears changed, and those are carried.
+            weights_dir=None if quantized.scales else loaded.hf_dir,
         )
         tokenizer = _finish(staging, loaded, plan)
         seconds["export"] = round(time.perf_counter() - step, 2)

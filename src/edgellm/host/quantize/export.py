@@ -25,6 +25,13 @@ from edgellm.host.quantize.grid import QuantizedWeight
 from edgellm.host.quantize.plan import QuantPlan
 
 RunExport = Callable[[Path, Path, Sequence[str]], None]
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+_CONFIG_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,18 @@ def run_llmexport(hf_dir: Path, out_dir: Path, flags: Sequence[str]) -> None:
     shutil.rmtree(log_dir, ignore_errors=True)
 
 
+def link_checkpoint(source: Path, staging: Path) -> None:
+    """Stage ``source``'s config and weight files as symlinks (tokenizer files are copied separately)."""
+    # Why: llmexport only lays out the graph and reads the non-linear weights; every linear is
+    # overwritten by carry_weights. Saving the fp32 host model for it cost a full fp32 copy on
+    # disk, a serialisation buffer in this process, and an fp32 load in llmexport's child (a bf16
+    # source is loaded as bf16 from the original shards: half the child's memory).
+    staging.mkdir(parents=True)
+    for f in sorted(source.iterdir()):
+        if f.is_file() and (f.suffix in _WEIGHT_SUFFIXES or f.name in _CONFIG_FILES):
+            (staging / f.name).symlink_to(f.resolve())
+
+
 def export_artifact(
     model: nn.Module,
     tokenizer_dir: Path,
@@ -51,12 +70,21 @@ def export_artifact(
     adapter: DecoderAdapter,
     out_dir: Path,
     run_export: RunExport = run_llmexport,
+    *,
+    weights_dir: Path | None = None,
 ) -> ExportReport:
-    """Export ``model`` to ``out_dir`` with the integer weights in ``qweights`` carried through."""
+    """Export ``model`` to ``out_dir`` with the integer weights in ``qweights`` carried through.
+
+    With ``weights_dir`` (the source checkpoint, when quantization changed no weight but the
+    linears) llmexport reads that checkpoint through symlinks instead of a saved copy of ``model``.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = out_dir / ".hf"
     shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(str(staging))  # type: ignore[operator]
+    if weights_dir is not None:
+        link_checkpoint(weights_dir, staging)
+    else:
+        model.save_pretrained(str(staging))  # type: ignore[operator]
     for f in tokenizer_dir.iterdir():
         if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")):
             shutil.copy2(f, staging / f.name)
