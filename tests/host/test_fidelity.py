@@ -11,7 +11,7 @@ import pytest
 from edgellm.common.manifest import Checks, Fidelity
 from edgellm.common.typed_json import read_dataclass
 from edgellm.host.convert.fidelity import MIN_CLEAR, Limits, clear_positions, failures, fidelity
-from edgellm.host.convert.verify import ConversionCheckFailed, check_fidelity
+from edgellm.host.convert.verify import ConversionCheckFailed, check_fidelity, check_quality
 
 T, V = 1024, 2000
 
@@ -109,3 +109,15 @@ def test_fidelity_checks_round_trip_through_json() -> None:
     fid = Fidelity(1e-4, 1e-3, {"0-63": 1e-4, "64-511": 1e-4, "512+": 2e-4}, 1.0, 900, 1.0)
     checks = Checks(**OLD_CHECKS, torch_quant_ppl=11.0, fidelity_prefill=fid, fidelity_decode=fid)
     assert read_dataclass(Checks, json.loads(json.dumps(asdict(checks)))) == checks
+
+
+def test_the_perplexity_ratio_is_judged_for_a_trained_model_only() -> None:
+    """An untrained checkpoint (torch ppl >= vocabulary) has no quality to lose: fidelity decides."""
+    tiny_gemma3_int4 = {"prefill": 12.03e9, "decode": 12.05e9}  # torch fp 1.09e10, vocab 49,152
+    check_quality(tiny_gemma3_int4, 10.86e9, 1.05, vocab=49152)
+    with pytest.raises(ConversionCheckFailed, match=r"ratio 1\.110"):
+        check_quality(tiny_gemma3_int4, 10.86e9, 1.05)
+    with pytest.raises(ConversionCheckFailed, match=r"ratio 1\.060"):
+        check_quality({"prefill": 11.6, "decode": 11.0}, 10.943, 1.05, vocab=49152)
+    with pytest.raises(ConversionCheckFailed):  # degenerate logits fail whatever the model
+        check_quality({"prefill": 1.01, "decode": 1.0}, 6e4, 1.05, vocab=49152)
