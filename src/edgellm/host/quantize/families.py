@@ -53,13 +53,33 @@ def model_type(hf_dir: Path) -> object:
     return config.get("model_type") if isinstance(config, dict) else None
 
 
-def check_supported(model: str) -> None:
-    """Refuse ``model`` ("default" or an HF checkpoint dir) if its family is not supported.
+def gguf_model_type(path: Path) -> str:
+    """The model_type a GGUF file becomes, from its header's ``general.architecture`` alone."""
+    from edgellm.host.convert.gguf_header import GGUF_ARCHITECTURES, architecture
 
-    Anything that is not a checkpoint directory is left to ``resolve_source``, which says why.
+    arch = architecture(path)
+    if arch not in GGUF_ARCHITECTURES:
+        raise InvalidArgument(
+            f"GGUF architecture {arch!r} is not supported; supported GGUF architectures: "
+            f"{', '.join(sorted(GGUF_ARCHITECTURES))} (as HF checkpoints: {', '.join(supported())})"
+        )
+    return GGUF_ARCHITECTURES[arch]
+
+
+def check_supported(model: str) -> None:
+    """Refuse ``model`` ("default", an HF checkpoint dir or a GGUF file) if its family is not supported.
+
+    Anything else is left to ``resolve_source``, which says why.
     """
+    from edgellm.host.convert.gguf_header import is_gguf
+
     path = Path(model)
-    if model == "default" or not (path / "config.json").is_file():
+    if model == "default":
+        return
+    if path.is_file() and is_gguf(path):
+        gguf_model_type(path)
+        return
+    if not (path / "config.json").is_file():
         return
     kind = model_type(path)
     if kind not in FAMILIES:
