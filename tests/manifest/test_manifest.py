@@ -21,7 +21,7 @@ def test_a_manifest_round_trips_through_json_exactly() -> None:
     assert again.files[1].path == "sub/b.txt" and again.size_bytes == 15
 
 
-@pytest.mark.parametrize("version", [None, 1, 3, "2"])
+@pytest.mark.parametrize("version", [None, 1, 4, "2"])
 def test_a_missing_or_unknown_schema_version_is_refused_naming_the_supported_one(version: object) -> None:
     doc = manifest_doc({"a": b"x"})
     if version is None:
@@ -107,3 +107,13 @@ def test_a_push_manifest_is_the_artifact_manifest_with_wire_limits() -> None:
     del doc["schema_version"]
     with pytest.raises(ManifestUnsupported, match="schema_version"):
         parse_manifest(json.dumps(doc))
+
+
+def test_a_schema_2_manifest_reads_as_schema_3_without_the_newer_keys() -> None:
+    """Artifacts built before issue 28 (schema 2) load; the keys schema 3 added read as absent."""
+    doc = manifest_doc({"a": b"x"})
+    doc["schema_version"] = 2
+    for key in ("sampling",):
+        doc.pop(key, None)
+    m = ArtifactManifest.from_dict(doc)
+    assert m.schema_version == 2 and m.sampling is None

@@ -79,7 +79,7 @@ async def test_daemon_model_flag_refuses_an_old_artifact_at_start(
         await start_server(DaemonConfig.of(port=0, data_dir=tmp_path / "data", model=old))
 
 
-@pytest.mark.parametrize("schema", [None, 3])
+@pytest.mark.parametrize("schema", [None, 4])
 async def test_push_refuses_a_manifest_of_another_schema_before_any_byte(
     empty_daemon: RunningDaemon, schema: object
 ) -> None:

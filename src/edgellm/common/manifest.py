@@ -23,7 +23,12 @@ from edgellm.common.sampling_defaults import SamplingDefaults
 from edgellm.common.typed_json import FieldError, read_dataclass
 
 # Version 2: one vocabulary for convert and quantize, typed sections, runtime settings, source.hf_dir.
-SCHEMA_VERSION = 2
+# Version 3: see READABLE_SCHEMAS.
+SCHEMA_VERSION = 3
+# Schema 3 (issue 28) only added optional keys (`sampling`, `source.precision`,
+# `tokenizer.system_role`, the gate's fidelity checks): a schema-2 manifest reads as one of schema 3
+# with them absent. A reader of schema 2 refuses schema 3 by its version, before any key.
+READABLE_SCHEMAS = (2, 3)
 MANIFEST = "manifest.json"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MAX_PATH_CHARS = 512
@@ -381,9 +386,11 @@ def check_schema(version: object, present: bool = True) -> None:
             f"the manifest has no schema_version (written before schema {SCHEMA_VERSION}); "
             f"this edgellm reads schema_version {SCHEMA_VERSION}: {rebuild}"
         )
-    if version != SCHEMA_VERSION:
-        age = "older than" if isinstance(version, int) and version < SCHEMA_VERSION else "not"
+    if version not in READABLE_SCHEMAS or isinstance(version, bool):
+        age = "older than" if isinstance(version, int) and version < min(READABLE_SCHEMAS) else "not"
         raise ManifestUnsupported(
             f"manifest schema_version {version!r} is {age} the supported schema_version "
-            f"{SCHEMA_VERSION}: {rebuild}, or use the edgellm that wrote it"
+            f"{SCHEMA_VERSION} (or {', '.join(str(v) for v in READABLE_SCHEMAS[:-1])}): {rebuild}, "
+            "or use the edgellm that wrote it (a newer one: upgrade edgellm here, e.g. `edgellm deploy "
+            "device` on a phone)"
         )
