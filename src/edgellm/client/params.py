@@ -96,22 +96,13 @@ class GenerateParams:
         start = cls() if base is None else base
         return replace(start, **{name: _frozen(name, value) for name, value in values.items()})
 
-    def sampling(self) -> dict[str, float]:
+    def sampling(self) -> dict[str, Any]:
         """The SamplingParams fields but the seed and logit_bias, as keyword arguments for `of`."""
         return {name: getattr(self, name) for name in _SCALAR_SAMPLING}
 
     def to_proto(self) -> device_pb2.GenerateRequest:
         """The GenerateRequest to send."""
-        sampling = device_pb2.SamplingParams(
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            min_p=self.min_p,
-            repetition_penalty=self.repetition_penalty,
-            presence_penalty=self.presence_penalty,
-            frequency_penalty=self.frequency_penalty,
-            logit_bias=dict(self.logit_bias),
-        )
+        sampling = device_pb2.SamplingParams(**self.sampling(), logit_bias=dict(self.logit_bias))
         if self.seed is not None:
             sampling.seed = self.seed
         request = device_pb2.GenerateRequest(
@@ -139,13 +130,7 @@ class GenerateParams:
             prompt=request.prompt,
             messages=tuple((m.role, m.content) for m in request.messages),
             max_new_tokens=request.max_new_tokens,
-            temperature=s.temperature,
-            top_k=s.top_k,
-            top_p=s.top_p,
-            min_p=s.min_p,
-            repetition_penalty=s.repetition_penalty,
-            presence_penalty=s.presence_penalty,
-            frequency_penalty=s.frequency_penalty,
+            **{name: getattr(s, name) for name in _SCALAR_SAMPLING},
             logit_bias=tuple(sorted(s.logit_bias.items())),
             seed=s.seed if s.HasField("seed") else None,
             stop=tuple(request.stop),
