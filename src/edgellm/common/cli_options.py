@@ -63,6 +63,11 @@ def option(
     return meta
 
 
+def enum_option(flag: str, help: str, kind: type[enum.Enum]) -> dict[str, Any]:
+    """Field metadata for a flag that takes one of an enum's values and gives the field the member."""
+    return option(flag, help, choices=tuple(m.value for m in kind), parse=kind)
+
+
 def dest(meta: Mapping[str, Any]) -> str:
     """The namespace attribute argparse gives the flag (--time-scale -> time_scale)."""
     flag: str = meta["flag"]

@@ -23,7 +23,7 @@ from edgellm.common.argtypes import (
     port_number,
     positive_int,
 )
-from edgellm.common.cli_options import check_value, option, section
+from edgellm.common.cli_options import check_value, enum_option, option, section
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.security_args import server_security_options
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
@@ -252,23 +252,21 @@ class KvSettings:
     # erase (keep positions) or reprefill (rebuild the kept tokens)
     kv_method: KvMethod = field(
         default=KvMethod.ERASE,
-        metadata=option(
+        metadata=enum_option(
             "--kv-method",
             "slide by erasing in place (keeps positions) or by re-prefilling the kept tokens",
-            choices=tuple(m.value for m in KvMethod),
-            parse=KvMethod,
+            KvMethod,
         ),
     )
     # KV cache precision over the artifact's own (its manifest's runtime.attention_mode): None keeps
     # the artifact's; fp, int8_k, int8_kv (or int8, the same as int8_kv) override it, logged.
     kv_quant: KvQuant | None = field(
         default=None,
-        metadata=option(
+        metadata=enum_option(
             "--kv-quant",
             "KV cache precision over the artifact's own (default: the artifact's, fp unless it was "
             "quantized with --kv); int8 = int8_kv",
-            choices=tuple(q.value for q in KvQuant),
-            parse=KvQuant,
+            KvQuant,
         ),
     )
     # KV budgets below the window, e.g. (512,): grow only if memory allows.
@@ -291,12 +289,7 @@ class GovernorSettings:
 
     governor_policy: GovernorPolicy = field(
         default=GovernorPolicy.THERMAL,
-        metadata=option(
-            "--governor",
-            "governor policy",
-            choices=tuple(p.value for p in GovernorPolicy),
-            parse=GovernorPolicy,
-        ),
+        metadata=enum_option("--governor", "governor policy", GovernorPolicy),
     )
     # None: below the phone's first skin trip point. UpdateConfig checks setpoint_c by this type.
     setpoint_c: float | None = field(
