@@ -118,3 +118,32 @@ def test_a_model_whose_every_layer_slides_is_served_only_up_to_its_window(tmp_pa
         json.dumps(cfg | {"layer_types": ["sliding_attention", "full_attention"]})
     )
     assert model_shape(tmp_path).context_length == 32768  # mixed layers: MNN applies the window
+
+
+def test_a_longrope_model_is_served_only_up_to_its_original_context(tmp_path: Path) -> None:
+    import json
+
+    from edgellm.host.builder.source import model_shape
+
+    cfg = {
+        "model_type": "phi3",
+        "vocab_size": 8,
+        "hidden_size": 8,
+        "intermediate_size": 16,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+    }
+    longrope = {"long_factor": [1.0, 2.0], "short_factor": [1.0, 1.0]}
+    # Phi-3.5-mini's own config.json (transformers 4 layout) and a transformers-5 save of it.
+    (tmp_path / "config.json").write_text(
+        json.dumps(cfg | {"rope_scaling": {"type": "longrope", **longrope}})
+    )
+    assert model_shape(tmp_path).context_length == 4096
+    v5 = {"rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, **longrope}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg | v5))
+    assert model_shape(tmp_path).context_length == 4096
+    default = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg | default))
+    assert model_shape(tmp_path).context_length == 131072

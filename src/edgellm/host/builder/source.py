@@ -103,16 +103,34 @@ def model_shape(hf_dir: Path) -> ModelShape:
     )
 
 
+# RoPE types whose table depends on the sequence length in transformers: past
+# `original_max_position_embeddings` it switches tables (longrope's long factor, dynamic NTK).
+_LENGTH_DEPENDENT_ROPE = frozenset({"longrope", "dynamic"})
+
+
 def _servable_context(cfg: dict[str, Any]) -> int:
-    """The trained context, capped at the sliding window when every layer slides."""
-    # Why: MNN 3.6.1 applies the window only with llm_config `attention_type: mix` (measured on
-    # tiny Gemma-2/3, docs/llmexport.md); with every layer sliding it attends to all positions,
-    # so past the window the artifact would compute something the model never does.
+    """The trained context, capped where the exported graph stops computing what the model does."""
+    # Why the window cap: MNN 3.6.1 applies the window only with llm_config `attention_type: mix`
+    # (measured on tiny Gemma-2/3, docs/llmexport.md); with every layer sliding it attends to all
+    # positions, so past the window the artifact would compute something the model never does.
     from edgellm.host.convert.export_facts import sliding_layers_of
 
-    context = int(cfg["max_position_embeddings"])
+    context = min(int(cfg["max_position_embeddings"]), _fixed_rope_context(cfg))
     window, layers = sliding_layers_of(cfg)
     return min(context, window) if window and len(layers) >= int(cfg["num_hidden_layers"]) else context
+
+
+def _fixed_rope_context(cfg: dict[str, Any]) -> int:
+    """How far one RoPE table holds: `original_max_position_embeddings` for longrope/dynamic."""
+    # Why: the exported graph carries one fixed table, transformers' table at init (longrope:
+    # the short factor; Phi-3.5/Phi-4-mini). Past the original context transformers switches to
+    # the long factor, which a fixed graph cannot, so the artifact is served only up to there.
+    params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    kind = params.get("rope_type") or params.get("type") if isinstance(params, dict) else None
+    if kind not in _LENGTH_DEPENDENT_ROPE:
+        return int(cfg["max_position_embeddings"])
+    original = cfg.get("original_max_position_embeddings") or params.get("original_max_position_embeddings")
+    return int(original or cfg["max_position_embeddings"])
 
 
 def _hf_sha256(hf_dir: Path) -> str:
