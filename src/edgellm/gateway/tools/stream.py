@@ -1,0 +1,26 @@
+"""A tool answer as OpenAI stream deltas: the text, then per call its id and name, then its arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from edgellm.gateway.tools.parsers import Parsed
+
+ARGUMENT_CHUNK = 16  # characters of arguments per delta (OpenAI sends a few tokens' worth each)
+
+
+def call_deltas(calls: Parsed) -> Iterator[dict[str, Any]]:
+    """The deltas after the first (role) one: the content if any, then each call in pieces.
+
+    A client that concatenates each index's `function.arguments` gets the non-streamed call back.
+    """
+    if calls.content:
+        yield {"content": calls.content}
+    for index, call in enumerate(calls.calls):
+        head = call.openai(index)
+        head["function"] = {"name": call.name, "arguments": ""}
+        yield {"tool_calls": [head]}
+        for start in range(0, len(call.arguments), ARGUMENT_CHUNK):
+            piece = call.arguments[start : start + ARGUMENT_CHUNK]
+            yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
