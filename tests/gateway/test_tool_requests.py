@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from edgellm.gateway.params import parse
+from edgellm.gateway.tools.stream import Gate
 from tests.fakes.fake_artifact import write_fake_artifact
 from tests.gateway.conftest import StartDaemon, StartGateway, sdk
 
@@ -142,3 +143,36 @@ async def test_a_named_function_is_called_even_by_a_model_that_wants_to_talk(
     (call,) = choice.message.tool_calls or []
     assert call.type == "function" and call.function.name == "pick_city"
     assert json.loads(call.function.arguments) in ({"city": "Paris"}, {"city": "Rome"})
+
+
+async def test_a_text_answer_under_auto_streams_token_by_token(
+    start_daemon: StartDaemon, start_gw: StartGateway, tmp_path: Path
+) -> None:
+    # The fake model says " The capital of France is Paris."; the grammar lets text through.
+    artifact = write_fake_artifact(tmp_path / "art", hf_tokenizer=True)
+    gw = await start_gw(await start_daemon(model=artifact))
+    ask: dict[str, Any] = {"model": "fake-model", "messages": [USER], "tools": [CITY], "temperature": 0}
+    async with sdk(gw) as client:
+        whole = await client.chat.completions.create(**ask)
+        stream = await client.chat.completions.create(**ask, stream=True)
+        deltas = [c.choices[0].delta for c in [c async for c in stream] if c.choices]
+    texts = [d.content for d in deltas if d.content]
+    assert len(texts) > 3 and "".join(texts) == whole.choices[0].message.content
+    assert whole.choices[0].finish_reason == "stop" and not whole.choices[0].message.tool_calls
+    assert not any(d.tool_calls for d in deltas)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "sent"),
+    [
+        (["", " The", " capital"], [None, " The", " capital"]),  # text: streams once it is text
+        (["<tool", "_call>", "\n{"], [None, None, None]),  # a call: held to the end
+        (["<", "b>", " bold"], [None, "<b>", " bold"]),  # a tag that is no call
+        (["{", '"a"'], [None, None]),  # could be Llama's JSON call: held
+    ],
+)
+def test_the_stream_gate_holds_an_answer_only_while_it_may_be_a_call(
+    pieces: list[str], sent: list[str | None]
+) -> None:
+    gate = Gate()
+    assert [gate.feed(p) for p in pieces] == sent

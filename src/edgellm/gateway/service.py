@@ -31,8 +31,8 @@ from edgellm.gateway.replies import FINISH, Shaper
 from edgellm.gateway.sessions import SessionMap
 from edgellm.gateway.sse import DONE, EventStream, event
 from edgellm.gateway.tools.parsers import Parsed as Calls
-from edgellm.gateway.tools.parsers import parse_calls
-from edgellm.gateway.tools.stream import call_deltas
+from edgellm.gateway.tools.parsers import opens_call, parse_calls
+from edgellm.gateway.tools.stream import Gate, call_deltas
 from edgellm.gateway.upstream import Stream
 from edgellm.v1 import device_pb2
 
@@ -185,21 +185,20 @@ class Completions:
         parts: list[str] = []
         first = True
         status = 200
-        # Why held with tools: whether the answer is a call is known only once its text is read
-        # (the whole answer is then sent as deltas, text first, then each call).
-        held = parsed.tools is not None
+        # Why a gate with tools: whether the answer is a call is known only from its start; a call
+        # is held to its end and sent as deltas (tools/stream.py), text streams once it is text.
+        gate = Gate() if parsed.tools is not None else None
         try:
             async for msg in stream.messages():
-                if msg.text or first:
-                    parts.append(msg.text)
-                    if not held:
-                        yield event(shaper.chunk(msg.text, first=first))
+                parts.append(msg.text)
+                send = msg.text if gate is None else gate.feed(msg.text)
+                if send is not None and (send or first):
+                    yield event(shaper.chunk(send, first=first))
                     first = False
                 if msg.finish_reason:
                     calls = _calls(parsed, "".join(parts), msg)
-                    if held:
-                        for chunk in _held(shaper, "".join(parts), calls):
-                            yield event(chunk)
+                    for chunk in _held(shaper, "".join(parts), calls, first):
+                        yield event(chunk)
                     yield event(shaper.chunk("", _finish(msg, calls), stats=msg.stats))
                     if parsed.include_usage:
                         yield event(shaper.usage_chunk(msg.stats))
@@ -268,7 +267,7 @@ class Completions:
 
 def _calls(parsed: Parsed, text: str, last: device_pb2.GenerateResponse) -> Calls | None:
     """The tool calls in a finished answer (None without tools, or when it was cut short)."""
-    if parsed.tools is None or last.finish_reason != device_pb2.FINISH_REASON_STOP:
+    if parsed.tools is None or last.finish_reason != device_pb2.FINISH_REASON_STOP or not opens_call(text):
         return None
     return parse_calls(text, {f.name for f in parsed.tools.allowed()})
 
@@ -277,8 +276,11 @@ def _finish(last: device_pb2.GenerateResponse, calls: Calls | None) -> str:
     return "tool_calls" if calls is not None and calls.calls else FINISH.get(last.finish_reason, "stop")
 
 
-def _held(shaper: Shaper, text: str, calls: Calls | None) -> list[dict[str, Any]]:
-    """A held tool answer's chunks: the role, then its text or its text and calls as deltas."""
+def _held(shaper: Shaper, text: str, calls: Calls | None, first: bool) -> list[dict[str, Any]]:
+    """What a tool answer still owes at its end: the role chunk and the held text, or its calls as
+    deltas (nothing when it streamed as text)."""
+    if not first:
+        return []
     out = [shaper.chunk("", first=True)]
     if calls is None or not calls.calls:
         return out + ([shaper.chunk(text)] if text else [])

@@ -3,8 +3,8 @@
 `required` or a named function: the whole answer is one call (or several, with parallel calls),
 each `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>` where the JSON is llguidance's
 `%json` of an object whose name is one allowed function's and whose arguments follow that
-function's `parameters` schema. `auto`: either free text that does not open with a call, or calls
-as above; so a call the model opens is constrained from its first byte.
+function's `parameters` schema. `auto`: either free text with no call in it, or calls as above;
+so every call the model writes is constrained from its first byte.
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ def lark(spec: ToolSpec) -> str:
     ]
     lines += [f"fn{i}: %json {json.dumps(call_schema(fn))}" for i, fn in enumerate(fns)]
     if not spec.forced:
-        # Text that does not start a call (llguidance's & and ~ on lexemes); a call written after
-        # some text is parsed back but not constrained (the lexer cannot end TEXT lazily there).
-        lines.append(f"TEXT: /(.|\\n)+/ & ~/{_escape(OPEN)}(.|\\n)*/")
+        # Text with no call in it (llguidance's & and ~ on lexemes). Why not text then a call, as
+        # Qwen2.5 sometimes writes: the lexer cannot end a free-text lexeme lazily before the
+        # opening tag (a `text[lazy]` rule broke the grammar), so such a call would go unconstrained.
+        lines.append(f"TEXT: /(.|\\n)+/ & ~/(.|\\n)*{_escape(OPEN)}(.|\\n)*/")
     return "\n".join(lines) + "\n"
 
 

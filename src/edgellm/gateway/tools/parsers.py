@@ -143,6 +143,20 @@ FORMATS: dict[str, Callable[[str], Parsed | None]] = {
 }
 
 
+# How an answer that is a call begins, in any format above (after leading whitespace).
+OPENERS = ("<tool_call>", _MISTRAL, _PYTHON_TAG, "{", "[{")
+
+
+def opens_call(text: str) -> bool | None:
+    """Whether TEXT (an answer so far) begins as a call: None while its start could still become one."""
+    head = text.lstrip()
+    if any(head.startswith(o) for o in OPENERS):
+        return True
+    if any(o.startswith(head) for o in OPENERS):
+        return None
+    return False
+
+
 def parse_calls(text: str, names: set[str] | frozenset[str]) -> Parsed:
     """TEXT's calls in the first format that reads it whole; plain text when none does or a call
     names a function the request did not offer."""
