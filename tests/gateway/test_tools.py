@@ -73,6 +73,11 @@ async def test_the_official_sdk_runs_a_get_weather_tool_loop(
     answer = second.choices[0]
     assert answer.finish_reason == "stop" and not answer.message.tool_calls
     assert answer.message.content
+    # The call re-renders as the model wrote it, so the device's session cache holds the first turn
+    # and most of the call (the tokenizer may split the re-rendered call differently from the model).
+    assert second.usage and second.usage.prompt_tokens_details
+    cached = second.usage.prompt_tokens_details.cached_tokens or 0
+    assert first.usage and cached > first.usage.prompt_tokens
 
 
 async def test_required_calls_over_five_schemas_sampled_at_0_8_always_validate(
