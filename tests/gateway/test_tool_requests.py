@@ -176,3 +176,31 @@ def test_the_stream_gate_holds_an_answer_only_while_it_may_be_a_call(
 ) -> None:
     gate = Gate()
     assert [gate.feed(p) for p in pieces] == sent
+
+
+async def test_a_streamed_call_sends_role_then_call_deltas_then_finish_then_usage(
+    start_daemon: StartDaemon, start_gw: StartGateway, tmp_path: Path
+) -> None:
+    artifact = write_fake_artifact(tmp_path / "art", hf_tokenizer=True)
+    gw = await start_gw(await start_daemon(model=artifact, endless=True))
+    async with sdk(gw) as client:
+        stream = await client.chat.completions.create(
+            model="fake-model",
+            messages=[USER],
+            tools=[CITY],
+            tool_choice="required",
+            parallel_tool_calls=False,
+            temperature=0,
+            max_tokens=200,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [c async for c in stream]
+    first, *middle, finish, usage = chunks
+    assert first.choices[0].delta.role == "assistant" and not first.choices[0].delta.tool_calls
+    head, *pieces = [c.choices[0].delta.tool_calls[0] for c in middle if c.choices[0].delta.tool_calls]
+    assert head.index == 0 and head.id and head.function and head.function.name == "pick_city"
+    arguments = "".join(p.function.arguments or "" for p in pieces if p.function)
+    assert json.loads(arguments) in ({"city": "Paris"}, {"city": "Rome"})
+    assert finish.choices[0].finish_reason == "tool_calls"
+    assert usage.choices == [] and usage.usage and usage.usage.completion_tokens > 0
