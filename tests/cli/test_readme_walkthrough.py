@@ -255,7 +255,7 @@ def check(cmd: Command, out: str, walk: Walk) -> None:
     elif "--json-schema" in line:  # the schema the README's line before wrote
         # The whole answer must be JSON valid against it. (It used to be cut inside a string in 9 of
         # 16 seeds: the schema's object was open, so the model added keys until max_new_tokens;
-        # objects are now closed by default, device/constrain/closed.py.)
+        # objects are now closed by default, common/closed_schema.py.)
         schema = json.loads((walk.work / cmd.words[cmd.words.index("--json-schema") + 1]).read_text())
         jsonschema.validate(json.loads(out), schema)
     elif "--json" in line:

@@ -1,4 +1,4 @@
-"""Objects closed by default (constrain/closed.py): which objects get `additionalProperties: false`."""
+"""Objects closed by default (common/closed_schema.py): which objects get `additionalProperties: false`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from edgellm.device.constrain.closed import close_objects
+from edgellm.common.closed_schema import close_objects
 
 PERSON = {
     "type": "object",

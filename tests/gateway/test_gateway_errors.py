@@ -25,7 +25,7 @@ QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What 
     [
         ({"n": 2}, "n"),
         ({"logprobs": True}, "logprobs"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+        ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),  # the legacy form; tools work
         ({"audio": {"voice": "alloy"}}, "audio"),
         ({"stream_options": {"include_usage": True}}, "stream_options"),
     ],

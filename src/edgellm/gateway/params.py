@@ -11,6 +11,9 @@ from edgellm.client.params import SPECULATION, Constraint, GenerateParams, Specu
 from edgellm.client.sampling import RECOMMENDED
 from edgellm.gateway.config import Limits
 from edgellm.gateway.errors import ApiError, invalid, unsupported
+from edgellm.gateway.tools.grammar import lark
+from edgellm.gateway.tools.prompt import TOOL_ROLE, assistant_text, tool_result, with_tools
+from edgellm.gateway.tools.spec import ToolSpec, tool_spec
 from edgellm.v1 import device_pb2
 
 Kind = Literal["chat", "completion"]
@@ -26,7 +29,9 @@ _COMMON = frozenset(
         "speculation",
     }
 )  # fmt: skip
-_CHAT = _COMMON | {"messages", "max_completion_tokens", "response_format"}
+_CHAT = _COMMON | {
+    "messages", "max_completion_tokens", "response_format", "tools", "tool_choice", "parallel_tool_calls"
+}  # fmt: skip
 _COMPLETION = _COMMON | {"prompt"}
 # Fields we accept only at their default (the value that asks for nothing we lack).
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
@@ -36,14 +41,23 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "echo": (False,),
     "best_of": (1,),
     "suffix": (None, ""),
+    # chat takes these (tools/); a completion only at their default
     "tools": (None, []),
     "tool_choice": (None, "none"),
+    "parallel_tool_calls": (None,),
     "functions": (None, []),
     "function_call": (None, "none"),
-    "parallel_tool_calls": (None,),
     "store": (None, False),
 }
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": TOOL_ROLE,
+}
+# The keys a message may carry beside role and content, per role.
+_EXTRA = {"assistant": ("tool_calls",), "tool": ("tool_call_id",)}
 MAX_STOP = 4  # OpenAI's limit
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 UINT32 = 2**32  # the wire's top_k, token ids and max_new_tokens are uint32
@@ -60,6 +74,7 @@ class Parsed:
     include_usage: bool = False
     user: str = ""
     messages: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    tools: ToolSpec | None = None  # the calls the answer may make (None: plain text)
 
     @property
     def request(self) -> device_pb2.GenerateRequest:
@@ -92,6 +107,8 @@ def parse(
     stop = tuple(_stop(body))
     speculation = _speculation(body)
     prompt, messages, constraint = _input(kind, body, lim.max_message_chars)
+    tools = tool_spec(body) if kind == "chat" else None
+    messages, constraint = _with_tools(messages, constraint, tools)
     params = GenerateParams(
         prompt=prompt,
         messages=messages,
@@ -111,7 +128,22 @@ def parse(
         include_usage=include_usage,
         user=_opt(body, "user", str) or "",
         messages=messages,
+        tools=tools,
     )
+
+
+def _with_tools(
+    messages: tuple[tuple[str, str], ...], constraint: Constraint | None, tools: ToolSpec | None
+) -> tuple[tuple[tuple[str, str], ...], Constraint | None]:
+    """The chat as the device gets it (tools in the system turn), and the calls' grammar as its constraint."""
+    messages = with_tools(messages, tools)
+    if tools is None:
+        return messages, constraint
+    if constraint is not None:
+        raise invalid(
+            "'response_format' cannot be combined with tools; give tool_choice 'none'", "response_format"
+        )
+    return messages, Constraint("lark_grammar", lark(tools))
 
 
 def _refuse_unknown(body: dict[str, Any], known: frozenset[str]) -> None:
@@ -265,18 +297,19 @@ def _messages(body: dict[str, Any], max_chars: int) -> tuple[tuple[str, str], ..
     if not isinstance(raw, list) or not raw:
         raise invalid("'messages' must be a non-empty list", "messages")
     out = []
+    call_ids: set[str] = set()
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise invalid(f"messages[{i}] must be an object", f"messages[{i}]")
-        for key in m:
-            if key not in ("role", "content") and m[key] is not None:
-                raise unsupported(f"messages[{i}].{key}")
         role = m.get("role")
         if role not in _ROLES:
             raise invalid(
                 f"messages[{i}].role must be one of {sorted(_ROLES)}, got {role!r}", f"messages[{i}].role"
             )
-        text = _content(m.get("content"), i)
+        for key in m:
+            if key not in ("role", "content", *_EXTRA.get(role, ())) and m[key] is not None:
+                raise unsupported(f"messages[{i}].{key}")
+        text = _turn(m, i, call_ids)
         if len(text) > max_chars:
             raise invalid(
                 f"messages[{i}].content has {len(text)} characters; the gateway's cap is {max_chars}",
@@ -284,6 +317,17 @@ def _messages(body: dict[str, Any], max_chars: int) -> tuple[tuple[str, str], ..
             )
         out.append((_ROLES[role], text))
     return tuple(out)
+
+
+def _turn(m: dict[str, Any], i: int, call_ids: set[str]) -> str:
+    """A message's text; an assistant's calls and a tool's result written out (tools/prompt.py)."""
+    if m.get("tool_calls") is not None:
+        content = "" if m.get("content") is None else _content(m.get("content"), i)
+        text, ids = assistant_text(content, m["tool_calls"], i)
+        call_ids.update(ids)
+        return text
+    text = _content(m.get("content"), i)
+    return tool_result(m, text, i, call_ids) if m["role"] == "tool" else text
 
 
 def _content(content: Any, i: int) -> str:

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from edgellm.gateway.params import Kind
+from edgellm.gateway.tools.parsers import Parsed as Calls
 from edgellm.v1 import device_pb2
 
 # The daemon's finish reasons as OpenAI names them (CONTEXT: the context bounded the answer).
@@ -69,12 +70,18 @@ class Shaper:
     def _head(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
 
-    def whole(self, text: str, finish: str, stats: device_pb2.GenerateStats) -> dict[str, Any]:
-        """A non-streamed answer."""
+    def whole(
+        self, text: str, finish: str, stats: device_pb2.GenerateStats, calls: Calls | None = None
+    ) -> dict[str, Any]:
+        """A non-streamed answer (with CALLS: its text and tool calls as read from TEXT)."""
         if self.kind == "chat":
+            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+            if calls is not None and calls.calls:
+                message["content"] = calls.content
+                message["tool_calls"] = [c.openai() for c in calls.calls]
             choice: dict[str, Any] = {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": finish,
             }
@@ -110,6 +117,14 @@ class Shaper:
             out["usage"] = None
         if stats is not None:
             out["timings"] = timings(stats, self.report_cache)
+        return out
+
+    def delta_chunk(self, delta: dict[str, Any]) -> dict[str, Any]:
+        """A chat stream chunk carrying DELTA as it is (tool_calls entries)."""
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+        out = {**self._head("chat.completion.chunk"), "choices": [choice]}
+        if self.include_usage:
+            out["usage"] = None
         return out
 
     def usage_chunk(self, stats: device_pb2.GenerateStats) -> dict[str, Any]:

@@ -30,6 +30,9 @@ from edgellm.gateway.params import Kind, Parsed, parse
 from edgellm.gateway.replies import FINISH, Shaper
 from edgellm.gateway.sessions import SessionMap
 from edgellm.gateway.sse import DONE, EventStream, event
+from edgellm.gateway.tools.parsers import Parsed as Calls
+from edgellm.gateway.tools.parsers import opens_call, parse_calls
+from edgellm.gateway.tools.stream import Gate, call_deltas
 from edgellm.gateway.upstream import Stream
 from edgellm.v1 import device_pb2
 
@@ -158,7 +161,8 @@ class Completions:
         except grpc.aio.AioRpcError as err:
             raise await self._api_error(err, parsed.params.request_id) from None
         self._finished(parsed, text, last, scope)
-        return JSONResponse(shaper.whole(text, FINISH.get(last.finish_reason, "stop"), last.stats))
+        calls = _calls(parsed, text, last)
+        return JSONResponse(shaper.whole(text, _finish(last, calls), last.stats, calls))
 
     async def _collect(self, stream: Stream) -> tuple[str, device_pb2.GenerateResponse]:
         parts: list[str] = []
@@ -181,14 +185,21 @@ class Completions:
         parts: list[str] = []
         first = True
         status = 200
+        # Why a gate with tools: whether the answer is a call is known only from its start; a call
+        # is held to its end and sent as deltas (tools/stream.py), text streams once it is text.
+        gate = Gate() if parsed.tools is not None else None
         try:
             async for msg in stream.messages():
-                if msg.text or first:
-                    parts.append(msg.text)
-                    yield event(shaper.chunk(msg.text, first=first))
+                parts.append(msg.text)
+                send = msg.text if gate is None else gate.feed(msg.text)
+                if send is not None and (send or first):
+                    yield event(shaper.chunk(send, first=first))
                     first = False
                 if msg.finish_reason:
-                    yield event(shaper.chunk("", FINISH.get(msg.finish_reason, "stop"), stats=msg.stats))
+                    calls = _calls(parsed, "".join(parts), msg)
+                    for chunk in _held(shaper, "".join(parts), calls, first):
+                        yield event(chunk)
+                    yield event(shaper.chunk("", _finish(msg, calls), stats=msg.stats))
                     if parsed.include_usage:
                         yield event(shaper.usage_chunk(msg.stats))
                     self._finished(parsed, "".join(parts), msg, scope)
@@ -225,7 +236,7 @@ class Completions:
         api = from_rpc_error(err, loaded, request_id)
         if api.status == 400 and parsed is not None and parsed.params.constraint is not None:
             # The device refuses what it cannot enforce; name the field that asked for it.
-            api.param = "response_format"
+            api.param = "response_format" if parsed.tools is None else "tools"
         log.info(
             "daemon_refused", request_id=request_id, code=err.code().name, details=err.details(),
             http_status=api.status,
@@ -252,6 +263,28 @@ class Completions:
     def _model_name(self) -> str:
         st = self.watch.status
         return st.model.name if st is not None and st.HasField("model") else "edgellm"
+
+
+def _calls(parsed: Parsed, text: str, last: device_pb2.GenerateResponse) -> Calls | None:
+    """The tool calls in a finished answer (None without tools, or when it was cut short)."""
+    if parsed.tools is None or last.finish_reason != device_pb2.FINISH_REASON_STOP or not opens_call(text):
+        return None
+    return parse_calls(text, {f.name for f in parsed.tools.allowed()})
+
+
+def _finish(last: device_pb2.GenerateResponse, calls: Calls | None) -> str:
+    return "tool_calls" if calls is not None and calls.calls else FINISH.get(last.finish_reason, "stop")
+
+
+def _held(shaper: Shaper, text: str, calls: Calls | None, first: bool) -> list[dict[str, Any]]:
+    """What a tool answer still owes at its end: the role chunk and the held text, or its calls as
+    deltas (nothing when it streamed as text)."""
+    if not first:
+        return []
+    out = [shaper.chunk("", first=True)]
+    if calls is None or not calls.calls:
+        return out + ([shaper.chunk(text)] if text else [])
+    return out + [shaper.delta_chunk(delta) for delta in call_deltas(calls)]
 
 
 async def _disconnected(request: Request) -> None:

@@ -14,12 +14,12 @@ import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from edgellm.common.closed_schema import close_objects
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.common.json_depth import too_deep
 from edgellm.common.logs import get_logger
 from edgellm.common.manifest import check_depth
 from edgellm.common.token_table import TokenTable
-from edgellm.device.constrain.closed import close_objects
 from edgellm.device.constrain.constraint import Constraint, ConstraintKind, check_constraint_size
 from edgellm.engine.artifact import Artifact
 

@@ -1,0 +1,145 @@
+"""Tool calls of the bundled 135M model through the gateway, sampled at 0.8: do they parse and validate?
+
+Side by side on the same daemon and the same rendered prompt (the gateway's Hermes fallback, five
+tool schemas with nested objects, enums and arrays, tests/gateway/tool_schemas.py):
+- `gateway`: `tool_choice: required` through `edgellm gateway` with the official SDK (the calls'
+  llguidance grammar on the device);
+- `unconstrained`: the same messages straight to the daemon with no constraint, its text read back
+  by the same parsers (what the model writes on its own).
+Each sample counts as valid when it has at least one call, every call names an offered function and
+its arguments validate against that function's schema (jsonschema).
+
+Usage: python -m bench.bench_tools --artifact .cache/artifacts/default [--samples 50] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import openai
+
+from bench.servers import free_port, serve
+from edgellm.client.client import DaemonClient
+from edgellm.client.sampling import RECOMMENDED
+from edgellm.common.channel import ChannelSecurity
+from edgellm.gateway.params import parse
+from edgellm.gateway.tools.parsers import parse_calls
+from tests.gateway.tool_schemas import TOOLS
+
+PROMPT = "Plan my trip to Rome next week."
+SCHEMAS = {t["function"]["name"]: t["function"].get("parameters", {}) for t in TOOLS}
+
+
+def _valid(calls: list[tuple[str, str]]) -> bool:
+    """At least one call, each to an offered function with arguments its schema accepts."""
+    if not calls:
+        return False
+    try:
+        for name, arguments in calls:
+            jsonschema.validate(json.loads(arguments), SCHEMAS[name])
+    except (KeyError, ValueError, jsonschema.ValidationError):
+        return False
+    return True
+
+
+def via_gateway(sdk: openai.OpenAI, model: str, seed: int, max_tokens: int) -> dict[str, Any]:
+    """One `required` request through the gateway."""
+    start = time.perf_counter()
+    reply = sdk.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": PROMPT}],
+        tools=TOOLS,
+        tool_choice="required",
+        temperature=0.8,
+        seed=seed,
+        max_tokens=max_tokens,
+    )
+    choice = reply.choices[0]
+    calls = [
+        (c.function.name, c.function.arguments)
+        for c in choice.message.tool_calls or []
+        if c.type == "function"
+    ]
+    return {
+        "finish": choice.finish_reason,
+        "calls": calls,
+        "valid": _valid(calls),
+        "tokens": reply.usage.completion_tokens if reply.usage else 0,
+        "s": time.perf_counter() - start,
+    }
+
+
+def unconstrained(client: DaemonClient, model: str, seed: int, max_tokens: int) -> dict[str, Any]:
+    """The same rendered prompt straight to the daemon, no constraint; the text parsed back."""
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "tools": TOOLS,
+            "tool_choice": "required", "temperature": 0.8, "seed": seed,
+            "max_tokens": max_tokens}  # fmt: skip
+    params = replace(parse("chat", body, max_tokens, defaults=RECOMMENDED).params, constraint=None)
+    start = time.perf_counter()
+    out = client.complete(params)
+    parsed = parse_calls(out.text, frozenset(SCHEMAS))
+    calls = [(c.name, c.arguments) for c in parsed.calls]
+    return {"finish": out.finish_reason, "calls": calls, "valid": _valid(calls), "text": out.text[:200],
+            "tokens": len(out.token_ids), "s": time.perf_counter() - start}  # fmt: skip
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "samples": len(runs),
+        "valid": sum(r["valid"] for r in runs),
+        "with_calls": sum(bool(r["calls"]) for r in runs),
+        "finish": dict(Counter(str(r["finish"]) for r in runs)),
+        "functions": dict(Counter(name for r in runs for name, _ in r["calls"])),
+        "calls_per_answer": round(statistics.mean(len(r["calls"]) for r in runs), 2),
+        "median_tokens": statistics.median(r["tokens"] for r in runs),
+        "median_s": round(statistics.median(r["s"] for r in runs), 2),
+    }
+
+
+def main() -> None:
+    """Run both paths, interleaved per seed; print and optionally save the summary."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--artifact", type=Path, required=True)
+    ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--out", type=Path)
+    ns = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop the servers
+    dport, gport = free_port(), free_port()
+    target = f"127.0.0.1:{dport}"
+    edgellm = [sys.executable, "-m", "edgellm"]
+    daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
+    daemon_argv += ["--data-dir", tempfile.mkdtemp(), "--insecure-loopback"]
+    gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport), "--no-api-key"]
+    gateway_argv += ["--insecure-loopback"]
+    runs: dict[str, list[dict[str, Any]]] = {"gateway": [], "unconstrained": []}
+    with (
+        serve("daemon", daemon_argv, target),
+        serve("gateway", gateway_argv, f"http://127.0.0.1:{gport}/health"),
+        DaemonClient(target, security=ChannelSecurity.insecure_loopback()) as client,
+        openai.OpenAI(base_url=f"http://127.0.0.1:{gport}/v1", api_key="none", max_retries=0) as sdk,
+    ):
+        model = client.status().model.name
+        for seed in range(ns.samples):
+            runs["gateway"].append(via_gateway(sdk, model, seed, ns.max_tokens))
+            runs["unconstrained"].append(unconstrained(client, model, seed, ns.max_tokens))
+    result = {name: _summary(r) for name, r in runs.items()}
+    result["unconstrained_examples"] = [r["text"] for r in runs["unconstrained"][:3]]  # type: ignore[assignment]
+    print(json.dumps(result, indent=2))
+    if ns.out:
+        ns.out.write_text(json.dumps({"summary": result, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
