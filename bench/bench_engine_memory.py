@@ -69,16 +69,19 @@ def child(artifact_dir: str, use_mmap: bool, prompt: int, positions: int, thread
         out["scratch_disk_mib"] = round(sum(f.st_blocks * 512 for f in files) / MIB, 1)  # written
         Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
         ids = [(i * 7919) % (engine.vocab_size - 8) + 4 for i in range(prompt)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         engine.prefill(ids)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         out["after_prefill"] = snapshot()
         for i in range(positions - prompt):
             engine.decode(ids[i % prompt])
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         out["after_decode"] = snapshot()
         out["prefill_tok_s"] = round(prompt / (t1 - t0), 1)
         out["decode_tok_s"] = round((positions - prompt) / (t2 - t1), 1)
+        # CPU time per token (all threads): less disturbed than wall time when other jobs share the cores.
+        out["prefill_cpu_ms_tok"] = round((c1 - c0) * 1000 / prompt, 2)
+        out["decode_cpu_ms_tok"] = round((c2 - c1) * 1000 / (positions - prompt), 2)
         engine.close()
     return out
 
@@ -97,6 +100,8 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     first = dict(runs[0])
     first["prefill_tok_s"] = statistics.median(r["prefill_tok_s"] for r in runs)
     first["decode_tok_s"] = statistics.median(r["decode_tok_s"] for r in runs)
+    for key in ("prefill_cpu_ms_tok", "decode_cpu_ms_tok"):
+        first[key] = statistics.median(r[key] for r in runs)
     first["speeds"] = [(r["prefill_tok_s"], r["decode_tok_s"]) for r in runs]
     return first
 

@@ -1,7 +1,7 @@
 """What an MNN model takes in memory (weights, runtime buffers, KV), from the manifest's model facts.
 
 One model for the daemon's admission (`edgellm.device.admission`) and for bench/docs
-(`bench/fit_table.py`); its constants are fitted to `bench/bench_engine_memory.py` runs of
+(`bench/model_fit_table.py`); its constants are fitted to `bench/bench_engine_memory.py` runs of
 MNN 3.6.1 on x86 (docs/engine.md, "What a loaded model holds"), named at each constant.
 """
 
@@ -34,9 +34,10 @@ RUNTIME_PER_INTERMEDIATE_BYTES = 3300
 RUNTIME_PER_VOCAB_BYTES = 16  # fp32 logits, a few copies (MNN's output, numpy's, the sampler's)
 # Growth from the warm-up to N positions = KV_GROWTH x the KV's own size (ModelShape.kv_bytes) +
 # PREFILL_PER_INTERMEDIATE x I x N. Solved from the two runs (216.3 and 201.0 MiB at 2,048 positions):
-# 2.0 and 10.8 B. Why 2x the KV: MNN grows each layer's cache by 64 positions at a time
-# (CPUKVCacheManager::onRealloc, mExpandChunk), allocating the larger buffer before freeing the old
-# into its own pool. The second term is the prefill's activations (a prompt of 3/4 of N here).
+# 2.0 and 10.8 B. Why 2x the KV (read in MNN's source, not isolated by a measurement): MNN grows
+# each layer's cache by 64 positions at a time (CPUKVCacheManager::onRealloc, mExpandChunk) into a
+# new buffer, and its allocator pools what it frees; glibc's settings change nothing (448.9 vs
+# 450.5 MiB). The second term is the prefill's activations (a prompt of 3/4 of N here).
 # Both runs have per-layer caches of ~1 MiB; larger models' may grow less: an upper bound there.
 KV_GROWTH = 2.0
 PREFILL_PER_INTERMEDIATE = 10.8
@@ -44,12 +45,14 @@ PREFILL_PER_INTERMEDIATE = 10.8
 
 @dataclass(frozen=True)
 class QuantFacts:
-    """How the weights are stored: bits and block of the linears, the lm_head and the embedding."""
+    """How the weights are stored: bits and block of the linears and of the lm_head.
+
+    A tied embedding is the lm_head's rows; an untied one is llmexport's bf16 file.
+    """
 
     bits: int = 4
     block: int = 32
     lm_head_bits: int = 8
-    embedding_bits: int = 8  # a tied embedding is the lm_head's rows; an untied one is bf16 (16)
 
 
 def linear_params(shape: ModelShape) -> int:
