@@ -68,8 +68,8 @@ def row(name: str, shape: ModelShape, quant: QuantFacts, fraction: float) -> str
     p = predict(shape, quant, (2048, 8192))
     fits = []
     for ram in RAM_CLASSES_GB:
-        have = ram * GB * fraction - MARGIN
-        fits.append("8k" if p.at_context[8192] <= have else "2k" if p.at_context[2048] <= have else "-")
+        have = int(ram * GB * fraction) - MARGIN
+        fits.append("8k" if p.fits(8192, have) else "2k" if p.fits(2048, have) else "-")
     kv = [kv_resident_bytes(shape, n, FP_KV_MODE) // MIB for n in (2048, 8192)]
     cells = [name, f"{params(shape) / 1e9:.2f}", f"{p.artifact // MIB:,}", f"{p.loaded // MIB:,}"]
     cells += [f"{p.load_peak // MIB:,}", f"{p.at_context[2048] // MIB:,}", f"{p.at_context[8192] // MIB:,}"]

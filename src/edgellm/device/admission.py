@@ -40,10 +40,10 @@ class MemoryNeed:
     def breakdown(self) -> str:
         """'weights W + runtime R + KV K at N tokens + margin M' in MiB."""
         e = self.estimate
-        use = f"runtime {e.runtime // MIB} + KV {e.kv // MIB} at {e.tokens} tokens"
-        if e.load_peak > e.runtime + e.kv:  # loading takes more than running at this context
-            use = f"{e.load_peak // MIB} while loading, more than {use}"
-        return f"weights {e.weights // MIB} + {use} + margin {self.margin // MIB}"
+        kv = f"KV {e.kv // MIB} at {e.tokens} tokens"
+        if e.load_peak > e.kv:  # loading takes more than running at this context
+            kv = f"load peak {e.load_peak // MIB} (more than {kv})"
+        return f"weights {e.weights // MIB} + runtime {e.runtime // MIB} + {kv} + margin {self.margin // MIB}"
 
 
 def kv_bytes(artifact: Artifact, tokens: int, attention_mode: int) -> int:
@@ -73,7 +73,7 @@ def admit(need: MemoryNeed, mem: MemInfo, freed_by_unload: int = 0) -> None:
 
 def _advice(need: MemoryNeed, have: int) -> str:
     e = need.estimate
-    loads = e.weights + e.load_peak + need.margin <= have
+    loads = e.weights + e.runtime + e.load_peak + need.margin <= have
     fit = need.tokens_within(have - need.margin - e.weights - e.runtime) if loads else 0
     smaller = "a 4-bit build (convert --bits 4) or a smaller model" if need.bits > 4 else "a smaller model"
     if fit:

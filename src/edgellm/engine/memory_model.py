@@ -25,7 +25,8 @@ OTHER_FILE_BYTES_PER_TOKEN = 82
 # MNN repacks the int4/int8 blocks for its kernels; 132.9 / 110.0 MiB = 1.21 and 363.0 / 308.8 = 1.18.
 WEIGHTS_PER_ARTIFACT_BYTE = 1.21
 # Extra resident during load only (VmHWM - VmRSS after load), per lm_head parameter (vocab x hidden):
-# 69.8 MiB / 28.3 M = 2.59 B and 109.8 MiB / 44.0 M = 2.61 B.
+# 69.8 MiB / 28.3 M = 2.59 B and 109.8 MiB / 44.0 M = 2.61 B; checked on the real Qwen2.5-0.5B
+# shape (vocabulary 151,936, /work/scale-cache/scale/qwen2.5-0.5b/rtn): 340.4 MiB, 2.6 predicts 337.6.
 LOAD_PEAK_PER_VOCAB_PARAM = 2.6
 # MNN's buffers after load and warm-up, beyond the weights: 44.1 and 54.6 MiB; the difference follows
 # the MLP width (intermediate size): ~3.3 KB per unit, i.e. ~3 fp32 buffers of [256 tokens, I].
@@ -123,7 +124,7 @@ class MemoryEstimate:
     @property
     def total(self) -> int:
         """The most the process adds: while loading, or once `tokens` positions are filled."""
-        return self.weights + max(self.load_peak, self.runtime + self.kv)
+        return self.weights + self.runtime + max(self.load_peak, self.kv)
 
 
 def estimate(shape: ModelShape, size_bytes: int, tokens: int, attention_mode: int) -> MemoryEstimate:
@@ -167,6 +168,10 @@ class Prediction:
     load_peak: int  # daemon RSS at its highest during load
     at_context: dict[int, int]  # daemon RSS at its peak over a conversation filling N positions
 
+    def fits(self, tokens: int, available: int) -> bool:
+        """Whether loading, then filling `tokens` positions, stays within `available` bytes."""
+        return max(self.load_peak, self.at_context[tokens]) <= available
+
 
 def predict(
     shape: ModelShape, quant: QuantFacts, contexts: tuple[int, ...] = (2048, 8192), mode: int = FP_KV_MODE
@@ -174,13 +179,11 @@ def predict(
     """Artifact size, daemon RSS after load and at each context (capped at the trained one)."""
     size = artifact_bytes(shape, quant)
     base = estimate(shape, size, 0, mode)
-    peaks = {
-        n: DAEMON_BASE_BYTES + estimate(shape, size, min(n, shape.context_length), mode).total
-        for n in contexts
-    }
+    loaded = DAEMON_BASE_BYTES + base.weights + base.runtime
+    kv = {n: kv_resident_bytes(shape, min(n, shape.context_length), mode) for n in contexts}
     return Prediction(
         artifact=size,
-        loaded=DAEMON_BASE_BYTES + base.weights + base.runtime,
-        load_peak=DAEMON_BASE_BYTES + base.weights + base.load_peak,
-        at_context={n: DAEMON_BASE_BYTES + peak for n, peak in peaks.items()},
+        loaded=loaded,
+        load_peak=loaded + base.load_peak,
+        at_context={n: loaded + grown for n, grown in kv.items()},
     )
