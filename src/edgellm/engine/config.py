@@ -83,6 +83,10 @@ class EngineConfig:
     memory: str = DEFAULT_RUNTIME.memory
     dynamic_option: int = DEFAULT_RUNTIME.dynamic_option
     attention_mode: int = DEFAULT_RUNTIME.attention_mode
+    # Off, measured (docs/engine.md, "What a loaded model holds"): MNN 3.6.1's use_mmap copies the
+    # repacked weights into new 1 GiB sparse files under tmp_path and maps them writable; it does
+    # not map the artifact. Same RSS (SmolLM2 208 vs 207 MiB), weights written to flash at every
+    # load, and MemAvailable would count them as free page cache, misleading admission.
     use_mmap: bool = False
     all_logits: bool = False  # prefill returns every position's logits (for scoring text)
     # Longest speculative draft verify() takes (0 = no verify). Loads MNN's lookahead mode, which

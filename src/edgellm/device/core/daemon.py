@@ -301,6 +301,8 @@ class DaemonCore:
         context = loaded.info.context_length if loaded is not None else CONTEXT_WITHOUT_MODEL
         # The same rules as at start-up (minimum window, n_keep below half of it, room for a chunk).
         replace(self.models.window_policy(), window=window, n_keep=keep).validate(context)
+        if change.kv_window:  # a larger window must fit MemAvailable before anything changes
+            self.models.check_window(change.kv_window)
         self.governor.validate(change.governor)
 
     # -- artifacts ---------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ class ModelLifecycle:
         self.store = store
         self.engine_factory = engine_factory
         self.loaded: Loaded | None = None
+        self.kv_mode = 0  # the loaded model's MNN attention_mode (its KV bytes per token)
         self.loading: LoadUnderway | None = None  # set on the event loop for the whole of load()
         self.load_waiters = 0  # requests waiting for it (the startup race: they wait, not fail)
         self.state = EngineState.EMPTY  # EMPTY, LOADING or IDLE; the scheduler reports its own phases
@@ -166,6 +167,7 @@ class ModelLifecycle:
         )
         info = LoadInfo(artifact, engine.context_length, engine.load_ms, engine.warmup_ms)
         self.loaded = Loaded(info, engine, cache)
+        self.kv_mode = engine_config.attention_mode
         self.state = EngineState.IDLE
         return self.loaded
 
@@ -237,6 +239,13 @@ class ModelLifecycle:
     def engine_config(self, runtime: Runtime) -> EngineConfig:
         """Runtime settings for an artifact: its own, with the daemon's threads and --kv-quant (if set)."""
         return loading.engine_config(self.config, runtime)
+
+    def check_window(self, window: int) -> None:
+        """Refuse (ResourceExhausted) a KV window the loaded model's cache cannot fill in MemAvailable."""
+        loaded = self.loaded
+        if loaded is not None and window:
+            held = len(loaded.engine.history)
+            memory.check_window(self.config, loaded.artifact, self.kv_mode, window, held)
 
     def window_policy(self) -> WindowPolicy:
         """The daemon's sliding-window policy."""
