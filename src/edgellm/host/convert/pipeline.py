@@ -65,8 +65,9 @@ def convert(
     progress(0.0, "load: fp model")
     loaded = LoadedModel.open(model, EvalConfig())
     result = build_artifact(
-        loaded, plan, out_dir, builder="convert", measure=CONVERT_MEASURE, force=force, progress=progress
-    )
+        loaded, plan, out_dir, builder="convert", measure=CONVERT_MEASURE, force=force, consume=True,
+        progress=progress,
+    )  # fmt: skip
     return result.manifest
 
 
