@@ -52,6 +52,7 @@ from edgellm.host.quantize.adapter import adapter_for
 from edgellm.host.quantize.apply import quantize_model
 from edgellm.host.quantize.awq import AwqScale
 from edgellm.host.quantize.calibration import calibration_path
+from edgellm.host.quantize.device import device
 from edgellm.host.quantize.export import export_artifact
 from edgellm.host.quantize.grid import QuantizedWeight
 from edgellm.host.quantize.plan import QuantPlan
@@ -118,7 +119,7 @@ def quantize(
     calib = loaded.calibration(plan)
     # A copy keeps the fp model for later builds and the evaluation's fp column: a second model.
     qmodel = loaded.model if in_place else copy.deepcopy(loaded.model)
-    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95))
+    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95), device(loaded.device))
     return Quantized(qmodel, weights, scales, time.perf_counter() - start, time.process_time() - cpu)
 
 
