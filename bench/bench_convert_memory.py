@@ -48,6 +48,27 @@ SHAPES: dict[str, tuple[str, str, dict[str, Any]]] = {
             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
         },
     ),
+    "llama-3.2-1b": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 16,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "tie_word_embeddings": True,
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "factor": 32.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+                "rope_theta": 500000.0,
+            },
+        },
+    ),
 }
 
 

@@ -42,14 +42,14 @@ def make_job(
     ``device`` auto takes CUDA when torch sees a GPU (the host service's jobs too); cuda without one
     is refused here, before any loading.
     """
-    from edgellm.host.quantize.device import choose_device
-
-    check_supported(model)
+    check_supported(model)  # before importing torch (device.py): a refusal takes milliseconds
     plan = plan_from_spec(spec, **options)
     if spec == "auto" and not (budget is not None and 0 < budget < 1):
         raise PlanError(
             f"plan auto needs a perplexity budget (--ppl-budget, ppl_budget) in (0, 1), e.g. 3%; got {budget}"
         )
+    from edgellm.host.quantize.device import choose_device
+
     on = str(choose_device(device))
     return QuantizeJob(
         model, plan, output, budget if spec == "auto" else None, evaluation or EvalConfig(), on
