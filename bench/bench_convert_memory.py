@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -45,6 +46,27 @@ SHAPES: dict[str, tuple[str, str, dict[str, Any]]] = {
             "max_position_embeddings": 32768,
             "tie_word_embeddings": True,
             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+    ),
+    "llama-3.2-1b": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 16,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "tie_word_embeddings": True,
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "factor": 32.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+                "rope_theta": 500000.0,
+            },
         },
     ),
 }
@@ -84,14 +106,24 @@ def fp16_bytes(hf_dir: Path) -> int:
     return total
 
 
+STAGES = ("load", "quantize", "export", "verify", "evaluate", "done")
+_STAGE = re.compile(r"\b(" + "|".join(STAGES) + r"): ")
+
+
 class TreeSampler:
-    """Polls the summed RSS of a process and its descendants; keeps the peak."""
+    """Polls the RSS of a process and its descendants; keeps the peak, overall and per stage.
+
+    The stage is the last one the CLI's progress bar named (``export: ...``); per stage it keeps
+    the tree's peak and each process's (the CLI is ``main``, a child by its script's name).
+    """
 
     def __init__(self, pid: int, interval: float) -> None:
         self.root = psutil.Process(pid)
         self.interval = interval
         self.peak = 0
         self.peak_procs = 0
+        self.stage = "start"
+        self.stages: dict[str, dict[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -103,23 +135,53 @@ class TreeSampler:
         self._stop.set()
         self._thread.join()
 
+    def saw(self, text: str) -> None:
+        """Move to the last stage named in ``text`` (a chunk of the CLI's output)."""
+        found = _STAGE.findall(text)
+        if found:
+            self.stage = found[-1]
+
     def _sample(self) -> None:
         try:
             procs = [self.root, *self.root.children(recursive=True)]
         except psutil.NoSuchProcess:
             return
-        rss = 0
+        rss, per = 0, dict[str, int]()
         for p in procs:
             try:
-                rss += p.memory_info().rss
+                r = p.memory_info().rss
+                name = "main" if p.pid == self.root.pid else _proc_name(p)
             except psutil.NoSuchProcess:
                 continue
+            rss += r
+            per[name] = per.get(name, 0) + r
         if rss > self.peak:
             self.peak, self.peak_procs = rss, len(procs)
+        stage = self.stages.setdefault(self.stage, {})
+        for name, r in (("tree", rss), *per.items()):
+            stage[name] = max(stage.get(name, 0), r)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
+
+
+def _proc_name(p: Any) -> str:
+    """A child's name: its script (``_llmexport_runner.py``) or module (``-m x``), else its exe."""
+    cmd = p.cmdline()
+    for i, arg in enumerate(cmd[1:], 1):
+        if arg == "-m" and i + 1 < len(cmd):
+            return str(cmd[i + 1])
+        if arg.endswith(".py"):
+            return Path(arg).name
+    return Path(cmd[0]).name if cmd else "?"
+
+
+def _read(stream: Any, sampler: TreeSampler, chunks: list[str]) -> None:
+    """Feed the child's output to ``sampler`` as it arrives (tqdm redraws with ``\\r``)."""
+    for chunk in iter(lambda: stream.read(256), ""):
+        chunks.append(chunk)
+        sampler.saw("".join(chunks[-2:]))
 
 
 def measure(model: str, out: Path, interval: float, extra: list[str]) -> dict[str, Any]:
@@ -128,8 +190,13 @@ def measure(model: str, out: Path, interval: float, extra: list[str]) -> dict[st
     cmd += extra
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    chunks: list[str] = []
     with TreeSampler(proc.pid, interval) as sampler:
-        output, _ = proc.communicate()
+        reader = threading.Thread(target=_read, args=(proc.stdout, sampler, chunks), daemon=True)
+        reader.start()
+        proc.wait()
+        reader.join()
+    output = "".join(chunks)
     wall = time.perf_counter() - start
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
     return {
@@ -138,6 +205,7 @@ def measure(model: str, out: Path, interval: float, extra: list[str]) -> dict[st
         "tree_peak_rss": sampler.peak,
         "tree_procs_at_peak": sampler.peak_procs,
         "max_single_child_rss": children,
+        "stages_gib": {k: {n: round(r / GIB, 2) for n, r in v.items()} for k, v in sampler.stages.items()},
         "tail": output[-2000:] if proc.returncode else "",
     }
 

@@ -37,17 +37,18 @@ class LoadedModel:
     model: Any
     tokenizer: Any
     evaluation: EvalConfig
+    device: str = "cpu"  # where quantization computes (quantize/device.py), resolved already
     _calibration: dict[Calibration, Any] = field(default_factory=dict, repr=False)
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, model: str, evaluation: EvalConfig | None = None) -> LoadedModel:
-        """Resolve ``model`` ("default" or an HF checkpoint dir) and load it in fp32."""
+    def open(cls, model: str, evaluation: EvalConfig | None = None, device: str = "cpu") -> LoadedModel:
+        """Resolve ``model`` ("default" or an HF checkpoint dir) and load it in fp32 (on the CPU)."""
         check_supported(model)
         source = resolve_source(model)
         hf_dir = checkpoint(source)
         fp, tokenizer = load_model(hf_dir)
-        return cls(source, hf_dir, fp, tokenizer, evaluation or EvalConfig())
+        return cls(source, hf_dir, fp, tokenizer, evaluation or EvalConfig(), device)
 
     @cached_property
     def eval_ids(self) -> list[int]:

@@ -13,6 +13,7 @@ atomic swap, so a failure leaves the previous artifact (or nothing) in place.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
 import platform
@@ -22,8 +23,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import structlog
 
 from edgellm.common.artifact_files import list_files, publish, write_manifest
@@ -42,7 +44,7 @@ from edgellm.common.runtime import Runtime
 from edgellm.host.builder.host_source import for_device, write_host_source
 from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.builder.sampling import sampling_defaults
-from edgellm.host.convert.export_facts import check_export, facts_of_model
+from edgellm.host.convert.export_facts import ExportFacts, check_export, facts_of_model
 from edgellm.host.convert.llmexport_adapter import ExportFailed, check_exported_rope_theta
 from edgellm.host.evaluate.evaluate import EVAL_FILE, evaluate
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
@@ -50,9 +52,13 @@ from edgellm.host.quantize.adapter import adapter_for
 from edgellm.host.quantize.apply import quantize_model
 from edgellm.host.quantize.awq import AwqScale
 from edgellm.host.quantize.calibration import calibration_path
+from edgellm.host.quantize.device import device
 from edgellm.host.quantize.export import export_artifact
 from edgellm.host.quantize.grid import QuantizedWeight
 from edgellm.host.quantize.plan import QuantPlan
+
+if TYPE_CHECKING:
+    from edgellm.host.convert.verify import FpReference
 
 log = structlog.get_logger(__name__)
 
@@ -104,13 +110,16 @@ class BuildResult:
         }
 
 
-def quantize(loaded: LoadedModel, plan: QuantPlan, progress: Progress = quiet) -> Quantized:
-    """Apply ``plan`` to a copy of the fp model (calibrating when a linear needs it)."""
+def quantize(
+    loaded: LoadedModel, plan: QuantPlan, progress: Progress = quiet, *, in_place: bool = False
+) -> Quantized:
+    """Apply ``plan`` to a copy of the fp model (to the fp model itself when ``in_place``)."""
     start, cpu = time.perf_counter(), time.process_time()
     progress(0.0, "calibrate: tokenizing calibration text")
     calib = loaded.calibration(plan)
-    qmodel = copy.deepcopy(loaded.model)
-    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95))
+    # A copy keeps the fp model for later builds and the evaluation's fp column: a second model.
+    qmodel = loaded.model if in_place else copy.deepcopy(loaded.model)
+    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95), device(loaded.device))
     return Quantized(qmodel, weights, scales, time.perf_counter() - start, time.process_time() - cpu)
 
 
@@ -123,13 +132,24 @@ def build_artifact(
     measure: Measure = Measure(),
     quantized: Quantized | None = None,
     force: bool = True,
+    consume: bool = False,
     progress: Progress = quiet,
 ) -> BuildResult:
-    """Quantize (unless ``quantized`` is given), export, measure and publish ``output`` atomically."""
+    """Quantize (unless ``quantized`` is given), export, measure and publish ``output`` atomically.
+
+    With ``consume`` the fp model is quantized in place (the caller needs it no more): the gate's
+    fp figures are taken first, and the build holds one torch model instead of two.
+    """
     start = time.perf_counter()
     sampling = sampling_defaults(loaded.source, loaded.hf_dir)  # a bad generation_config fails first
+    if consume and (measure.evaluate or quantized is not None):
+        raise ValueError("consume quantizes the fp model in place: not with evaluate or a given model")
+    fp = _fp_reference(loaded) if consume and measure.verify else None
     if quantized is None:
-        quantized = quantize(loaded, plan, scaled(progress, 0.0, 0.6, "quantize: "))
+        quantized = quantize(loaded, plan, scaled(progress, 0.0, 0.6, "quantize: "), in_place=consume)
+    facts = facts_of_model(quantized.model)  # its rotary buffers: before a consumed model is freed
+    # AWQ's export saves the scaled model (weights_dir=None below): it must keep its weights.
+    ref_logits = _release(quantized, fp) if consume and not quantized.scales else None
     seconds = {"quantize": round(quantized.seconds, 2)}
     staging = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -147,9 +167,10 @@ def build_artifact(
             # AWQ folds scales into norms; otherwise only linears changed, and those are carried.
             weights_dir=None if quantized.scales else loaded.hf_dir,
         )
-        tokenizer = _finish(staging, loaded, plan)
+        tokenizer = _finish(staging, loaded, plan, facts)
         seconds["export"] = round(time.perf_counter() - step, 2)
-        evaluation, checks = _measure(staging, loaded, quantized, measure, seconds, progress)
+        gate = (fp, ref_logits)
+        evaluation, checks = _measure(staging, loaded, quantized, measure, seconds, progress, gate)
         seconds["total"] = round(time.perf_counter() - start + quantized.seconds, 2)
         manifest = ArtifactManifest(
             schema_version=SCHEMA_VERSION,
@@ -184,7 +205,7 @@ def artifact_name(loaded: LoadedModel, plan: QuantPlan, builder: str) -> str:
     return f"{loaded.source.name}-{plan.name}-{plan.method}-b{plan.block}"
 
 
-def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan) -> Tokenizer:
+def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan, facts: ExportFacts) -> Tokenizer:
     """Token table, the runtime settings in config.json, what the exported graph computes and the chat
     template checked."""
     from edgellm.host.convert.chat_template import check_conformance, has_template, system_role
@@ -206,7 +227,7 @@ def _finish(staging: Path, loaded: LoadedModel, plan: QuantPlan) -> Tokenizer:
     hf_tokenizer = write_hf_tokenizer(loaded.tokenizer, staging)
     write_runtime(staging, Runtime.for_kv_cache(plan.kv_cache))
     check_exported_rope_theta(staging, loaded.shape.rope_theta)
-    check_export(staging, facts_of_model(loaded.model))  # RoPE per layer, window, caps: before the gate
+    check_export(staging, facts)  # RoPE per layer, window, caps: before the gate
     role = system_role(loaded.tokenizer) if has_template(loaded.tokenizer) else "supported"
     if has_template(loaded.tokenizer):
         check_conformance(staging, loaded.tokenizer, role)
@@ -271,6 +292,7 @@ def _measure(
     measure: Measure,
     seconds: dict[str, float],
     progress: Progress,
+    gate: tuple[FpReference | None, np.ndarray | None] = (None, None),
 ) -> tuple[Evaluation | None, Checks | None]:
     evaluation = checks = None
     if measure.evaluate:
@@ -291,9 +313,32 @@ def _measure(
 
         step = time.perf_counter()
         progress(0.9, "verify: MNN against torch (fidelity, perplexity)")
-        checks = verify(staging, loaded.model, loaded.tokenizer, reference=quantized.model)
+        fp, logits = gate
+        model, tokenizer = loaded.model, loaded.tokenizer
+        checks = verify(staging, model, tokenizer, reference=quantized.model, fp=fp, reference_logits=logits)
         seconds["verify"] = round(time.perf_counter() - step, 2)
     return evaluation, checks
+
+
+def _fp_reference(loaded: LoadedModel) -> FpReference:
+    from edgellm.host.convert.verify import fp_reference
+
+    return fp_reference(loaded.model, loaded.tokenizer)
+
+
+def _release(quantized: Quantized, fp: FpReference | None) -> np.ndarray | None:
+    """Take the gate's torch logits now, then free the consumed model's tensors (moved to meta).
+
+    Why: the export's llmexport child and the gate's MNN model each came on top of the fp32 torch
+    model, which no later step needs but for these logits ([T, V], 200 MB for SmolLM2's vocabulary
+    at T=1024, against 540 MB of fp32 weights; 1.6 GB for a Qwen2.5-0.5B shape).
+    """
+    from edgellm.host.convert.verify import torch_logits
+
+    logits = None if fp is None else torch_logits(quantized.model, fp.ids)
+    quantized.model.to("meta")  # the module tree stays (names, config); its storage is released
+    gc.collect()
+    return logits
 
 
 def _quantization(loaded: LoadedModel, plan: QuantPlan, quantized: Quantized, exact: bool) -> Quantization:

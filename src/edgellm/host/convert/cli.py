@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgellm.host.quantize.cli import add_device_option
+
 if TYPE_CHECKING:
     from edgellm.common.manifest import Checks
 
@@ -24,6 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--block", type=int, default=None, help="quant block, 0 = per-channel (default 32)")
     p.add_argument("--lm-bits", type=int, choices=(4, 8), default=None, help="lm_head bits (default 8)")
     p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    add_device_option(p)
     p.add_argument(
         "--reuse",
         action="store_true",
@@ -70,7 +73,10 @@ def run(ns: argparse.Namespace) -> int:
             if ns.reuse:
                 ensure_artifact(ns.model, ns.output, convert_plan(bits, block, lm_bits), progress)
             else:
-                convert(ns.model, ns.output, bits, block, lm_bits=lm_bits, force=ns.force, progress=progress)
+                convert(
+                    ns.model, ns.output, bits, block, lm_bits=lm_bits, force=ns.force, device=ns.device,
+                    progress=progress,
+                )  # fmt: skip
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         sys.stderr.write(f"edgellm convert: {exc}\n")
         return 2

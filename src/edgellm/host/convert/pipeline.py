@@ -21,6 +21,7 @@ from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.builder.pipeline import Measure, build_artifact
 from edgellm.host.builder.source import DEFAULT, input_widths, resolve_source
 from edgellm.host.evaluate.evaluate import EvalConfig
+from edgellm.host.quantize.device import choose_device
 from edgellm.host.quantize.families import check_supported
 from edgellm.host.quantize.plan import QuantPlan, preset
 
@@ -50,6 +51,7 @@ def convert(
     *,
     lm_bits: int = DEFAULT_LM_BITS,
     force: bool = False,
+    device: str = "auto",
     progress: Progress = quiet,
 ) -> ArtifactManifest:
     """Convert ``model`` ('default' or an HF dir) into a verified MNN artifact at ``out_dir``."""
@@ -62,11 +64,13 @@ def convert(
     plan = convert_plan(bits, block, lm_bits)
     # Validate before anything heavy (dequantizing, loading) so bad flags fail in milliseconds.
     plan.check_widths(input_widths(resolve_source(model)))
+    on = str(choose_device(device))  # cuda without a GPU is refused here, before the load
     progress(0.0, "load: fp model")
-    loaded = LoadedModel.open(model, EvalConfig())
+    loaded = LoadedModel.open(model, EvalConfig(), on)
     result = build_artifact(
-        loaded, plan, out_dir, builder="convert", measure=CONVERT_MEASURE, force=force, progress=progress
-    )
+        loaded, plan, out_dir, builder="convert", measure=CONVERT_MEASURE, force=force, consume=True,
+        progress=progress,
+    )  # fmt: skip
     return result.manifest
 
 

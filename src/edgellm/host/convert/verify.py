@@ -32,7 +32,7 @@ import structlog
 from edgellm.common.manifest import Checks, Fidelity
 from edgellm.common.mnn_llm import MnnLlm, host_threads, rows
 from edgellm.common.paths import data_dir
-from edgellm.host.convert.fidelity import Limits, describe_positions, failures, fidelity
+from edgellm.host.convert.fidelity import CHUNK, Limits, describe_positions, failures, fidelity
 from edgellm.host.evaluate.evaluate import EVAL_FILE
 from edgellm.host.evaluate.scorers import decode_each
 
@@ -74,13 +74,17 @@ def eval_token_ids(tokenizer: Any, n_tokens: int = EVAL_TOKENS) -> list[int]:
 
 def perplexity(logits: np.ndarray, ids: list[int]) -> float:
     """Perplexity of ``ids[1:]`` under per-position ``logits`` [T, V] (position t predicts t+1)."""
-    x = logits[:-1].astype(np.float64)  # [T-1, V]
-    if not np.isfinite(x).all():
-        raise ConversionCheckFailed("non-finite logits")
     target = np.asarray(ids[1:])
-    top = x.max(axis=-1, keepdims=True)
-    logz = np.log(np.exp(x - top).sum(axis=-1)) + top[:, 0]
-    nll = logz - x[np.arange(len(target)), target]
+    nll = np.empty(len(target))
+    # Why chunks: float64 temporaries of the whole [T, V] (a copy and its exp) held 1.2 GB at
+    # T=1024, V=49,152 while the torch models and MNN were loaded: the gate's memory peak.
+    for a in range(0, len(target), CHUNK):
+        x = logits[a : min(a + CHUNK, len(target))].astype(np.float64)  # [C, V]
+        if not np.isfinite(x).all():
+            raise ConversionCheckFailed("non-finite logits")
+        top = x.max(axis=-1, keepdims=True)
+        logz = np.log(np.exp(x - top).sum(axis=-1)) + top[:, 0]
+        nll[a : a + len(x)] = logz - x[np.arange(len(x)), target[a : a + len(x)]]
     return float(math.exp(nll.mean()))
 
 
@@ -133,31 +137,55 @@ def mnn_scores(artifact_dir: Path, ids: list[int], prompts_ids: list[list[int]])
     return MnnScores(prefill, decode, nexts, prefill_seconds, decode_seconds)
 
 
+@dataclass(frozen=True)
+class FpReference:
+    """What the gate needs of the torch fp model: its perplexity and greedy next tokens.
+
+    Taken before quantizing, so that a build can quantize the fp model in place (no second copy).
+    """
+
+    ids: list[int]
+    prompts_ids: list[list[int]]
+    torch_ppl: float
+    next_tokens: list[int]
+
+
+def fp_reference(model: Any, tokenizer: Any, n_tokens: int = EVAL_TOKENS) -> FpReference:
+    """Score the fp ``model`` once for the gate (perplexity of the evaluation tokens, next tokens)."""
+    ids = eval_token_ids(tokenizer, n_tokens)
+    prompts_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
+    ppl = perplexity(torch_logits(model, ids), ids)
+    return FpReference(ids, prompts_ids, ppl, torch_next_tokens(model, prompts_ids))
+
+
 def verify(
     artifact_dir: Path,
     model: Any,
     tokenizer: Any,
     *,
     reference: Any = None,
+    fp: FpReference | None = None,
+    reference_logits: np.ndarray | None = None,
     n_tokens: int = EVAL_TOKENS,
     max_ratio: float = MAX_PPL_RATIO,
     limits: Limits = GATE,
 ) -> Checks:
     """Measure the artifact against torch; ConversionCheckFailed when out of tolerance.
 
-    ``model`` is the fp model (perplexity, next tokens); ``reference`` the torch model holding the
-    artifact's integers (fidelity). Without ``reference`` fidelity is measured against ``model``,
-    so it then includes the quantization error too.
+    ``model`` is the fp model (perplexity, next tokens) unless ``fp`` was taken from it already;
+    ``reference`` the torch model holding the artifact's integers (fidelity). Without
+    ``reference`` fidelity is measured against ``model``, so it then includes the quantization
+    error too. ``reference_logits`` are the reference's logits of ``fp.ids``, taken already (a build
+    that frees its torch model before the export passes them).
     """
-    ids = eval_token_ids(tokenizer, n_tokens)
-    prompts_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
-    fp_logits = torch_logits(model, ids)
-    ref_logits = fp_logits if reference is None else torch_logits(reference, ids)
-    torch_next = torch_next_tokens(model, prompts_ids)
-    torch_ppl, quant_ppl = perplexity(fp_logits, ids), perplexity(ref_logits, ids)
+    fp = fp or fp_reference(model, tokenizer, n_tokens)
+    ids, prompts_ids, torch_ppl, torch_next = fp.ids, fp.prompts_ids, fp.torch_ppl, fp.next_tokens
+    ref_logits = reference_logits
+    if ref_logits is None:
+        ref_logits = torch_logits(model if reference is None else reference, ids)
+    quant_ppl = perplexity(ref_logits, ids)
     log.info("torch_reference_done", ppl=round(torch_ppl, 4), quant_ppl=round(quant_ppl, 4))
     scores = mnn_scores(artifact_dir, ids, prompts_ids)
-    del fp_logits
     ppl = {path: perplexity(getattr(scores, path), ids) for path in PATHS}
     fid = {path: fidelity(ref_logits, getattr(scores, path)) for path in PATHS}
     mnn_ppl = max(ppl.values())

@@ -15,6 +15,7 @@ from torch import nn
 
 from edgellm.host.quantize.adapter import DecoderAdapter, ScaleGroup, adapter_for
 from edgellm.host.quantize.awq import AwqScale, AwqSearch, apply_scale
+from edgellm.host.quantize.device import CPU, layer_on, to_host
 from edgellm.host.quantize.gptq import GPTQ
 from edgellm.host.quantize.grid import QuantizedWeight, check_finite, rtn_quantize
 from edgellm.host.quantize.plan import LayerSpec, QuantPlan
@@ -81,8 +82,12 @@ def quantize_model(
     plan: QuantPlan,
     calib_ids: torch.Tensor | None,
     progress: Progress = _noop,
+    device: torch.device = CPU,
 ) -> tuple[dict[str, QuantizedWeight], list[AwqScale]]:
-    """Quantize ``model`` in place per ``plan``; return integer weights by module name and AWQ scales."""
+    """Quantize ``model`` in place per ``plan``; return integer weights by module name and AWQ scales.
+
+    Each decoder layer is computed on ``device`` (device.py), one at a time; the model stays on the CPU.
+    """
     adapter = adapter_for(model)
     specs = plan.resolve(adapter.linear_names(model))
     needs_data = any(s.method != "rtn" for s in specs.values())
@@ -90,24 +95,46 @@ def quantize_model(
         raise ValueError("AWQ and GPTQ need calibration data")
     layers = adapter.layers(model)
     hidden = adapter.embed(model, calib_ids) if needs_data and calib_ids is not None else None  # [N, T, H]
+    hidden = None if hidden is None else hidden.to(device)
+    # layer_kwargs computes RoPE with the model's rotary module: it goes to the device with each layer.
+    aux = () if device.type == "cpu" else (model.get_submodule("model.rotary_emb"),)
     out: dict[str, QuantizedWeight] = {}
     scales: list[AwqScale] = []
     for i, layer in enumerate(layers):
         prefix = f"model.layers.{i}."
         spec = {k.removeprefix(prefix): v for k, v in specs.items() if k.startswith(prefix)}
-        gptq: dict[str, GPTQ] = {}
-        if hidden is not None:
-            scales += _awq_layer(adapter, model, i, hidden, spec, plan.awq_duo)
-            gptq = _gptq_layer(adapter, model, i, hidden, spec)
-        for short, v in spec.items():
-            out[prefix + short] = _quantize_linear(_linear(layer, short), v, plan, gptq.get(short))
-        if hidden is not None:
-            hidden = _run_layer(adapter, model, i, hidden)
-            check_finite(hidden, f"layer {i} output")
+        with layer_on(device, layer, *aux):
+            hidden = _quantize_layer(adapter, model, i, hidden, spec, plan, out, scales)
         progress((i + 1) / (len(layers) + 1), f"layer {i + 1}/{len(layers)} quantized")
     out["lm_head"] = quantize_lm_head(model, plan)
     progress(1.0, "lm_head quantized")
     return out, scales
+
+
+def _quantize_layer(
+    adapter: DecoderAdapter,
+    model: nn.Module,
+    i: int,
+    hidden: torch.Tensor | None,
+    spec: dict[str, LayerSpec],
+    plan: QuantPlan,
+    out: dict[str, QuantizedWeight],
+    scales: list[AwqScale],
+) -> torch.Tensor | None:
+    """Quantize layer ``i`` (into ``out`` and ``scales``); its output on the calibration data, if any."""
+    prefix = f"model.layers.{i}."
+    layer = adapter.layers(model)[i]
+    gptq: dict[str, GPTQ] = {}
+    if hidden is not None:
+        scales += _awq_layer(adapter, model, i, hidden, spec, plan.awq_duo)
+        gptq = _gptq_layer(adapter, model, i, hidden, spec)
+    for short, v in spec.items():
+        out[prefix + short] = to_host(_quantize_linear(_linear(layer, short), v, plan, gptq.get(short)))
+    if hidden is None:
+        return None
+    hidden = _run_layer(adapter, model, i, hidden)
+    check_finite(hidden, f"layer {i} output")
+    return hidden
 
 
 def _gptq_layer(
@@ -198,6 +225,8 @@ def _awq_layer(
         prev = layer.get_submodule(group.prev)
         apply_scale(prev, search.linears, s, rows=group.rows, norm_offset=adapter.norm_offset)
         results.append(
-            AwqScale(prefix + group.prev, tuple(prefix + n for n in group.linears), s, ratio, loss, base)
+            AwqScale(
+                prefix + group.prev, tuple(prefix + n for n in group.linears), s.cpu(), ratio, loss, base
+            )
         )
     return results

@@ -35,6 +35,7 @@ from edgellm.host.evaluate.metrics import log_softmax
 from edgellm.host.evaluate.scorers import Scorer, TorchScorer
 from edgellm.host.quantize.adapter import adapter_for
 from edgellm.host.quantize.apply import quantize_model
+from edgellm.host.quantize.device import device
 from edgellm.host.quantize.grid import QuantizedWeight, block_size, rtn_quantize
 from edgellm.host.quantize.plan import Calibration, LayerRule, QuantPlan
 
@@ -105,7 +106,10 @@ def _compute_base(loaded: LoadedModel, base: QuantPlan, progress: Progress) -> _
     adapter = adapter_for(fp)
     progress(0.0, f"quantize: base INT{base.bits} {base.method} b{base.block}")
     qmodel = copy.deepcopy(fp)
-    w4, _ = quantize_model(qmodel, base, loaded.calibration(base), scaled(progress, 0.0, 0.35, "quantize: "))
+    on = device(loaded.device)
+    w4, _ = quantize_model(
+        qmodel, base, loaded.calibration(base), scaled(progress, 0.0, 0.35, "quantize: "), on
+    )
     names = [n for n in w4 if n != "lm_head"]
     w8 = {n: rtn_quantize(fp.get_submodule(n).weight, 8, base.block) for n in names}
     units = [

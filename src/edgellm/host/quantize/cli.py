@@ -55,8 +55,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--tokens", type=int, default=2048, help="evaluation tokens of wikitext2-test")
     p.add_argument("--save-plan", type=Path, default=None, help="also write the plan applied as JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_device_option(p)
     p.add_argument("-o", "--output", type=Path, required=True, help="artifact directory to create")
     p.set_defaults(handler=run)
+
+
+def add_device_option(p: argparse.ArgumentParser) -> None:
+    """``--device auto|cpu|cuda`` (quantize/device.py), shared by quantize and convert."""
+    p.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where GPTQ/AWQ/RTN compute, one decoder layer at a time: auto = cuda when torch sees a GPU",
+    )
 
 
 def _check_inputs(calibration_file: str) -> None:
@@ -96,6 +107,7 @@ def run(ns: argparse.Namespace) -> int:
             block=ns.block,
             kv_cache=ns.kv,
             calibration=calibration,
+            device=ns.device,
         )
         _check_inputs(job.plan.calibration.file)
         _warn_source(ns.model)

@@ -24,6 +24,7 @@ class QuantizeJob:
     output: Path
     budget: float | None = None  # relative perplexity budget of the auto search, e.g. 0.03
     evaluation: EvalConfig = field(default_factory=EvalConfig)
+    device: str = "cpu"  # where GPTQ/AWQ compute, resolved from auto|cpu|cuda by make_job
 
 
 def make_job(
@@ -33,16 +34,26 @@ def make_job(
     *,
     budget: float | None = None,
     evaluation: EvalConfig | None = None,
+    device: str = "auto",
     **options: Any,
 ) -> QuantizeJob:
-    """Validate a job before any model is loaded (the options are ``plan_from_spec``'s)."""
-    check_supported(model)
+    """Validate a job before any model is loaded (the options are ``plan_from_spec``'s).
+
+    ``device`` auto takes CUDA when torch sees a GPU (the host service's jobs too); cuda without one
+    is refused here, before any loading.
+    """
+    check_supported(model)  # before importing torch (device.py): a refusal takes milliseconds
     plan = plan_from_spec(spec, **options)
     if spec == "auto" and not (budget is not None and 0 < budget < 1):
         raise PlanError(
             f"plan auto needs a perplexity budget (--ppl-budget, ppl_budget) in (0, 1), e.g. 3%; got {budget}"
         )
-    return QuantizeJob(model, plan, output, budget if spec == "auto" else None, evaluation or EvalConfig())
+    from edgellm.host.quantize.device import choose_device
+
+    on = str(choose_device(device))
+    return QuantizeJob(
+        model, plan, output, budget if spec == "auto" else None, evaluation or EvalConfig(), on
+    )
 
 
 def run_job(
@@ -53,7 +64,7 @@ def run_job(
     from edgellm.host.builder.pipeline import build_artifact
 
     progress(0.0, "load: model and evaluation text")
-    loaded = loaded or LoadedModel.open(job.model, job.evaluation)
+    loaded = loaded or LoadedModel.open(job.model, job.evaluation, job.device)
     if job.budget is not None:
         from edgellm.host.quantize.auto import search_plan
 
