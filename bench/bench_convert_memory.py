@@ -6,12 +6,12 @@ reports `ru_maxrss` of the children (the largest single process, as the kernel c
 issue-28 goal is a tree peak of at most 1.5x the fp16 checkpoint size. RSS sums count pages
 shared by two processes (a memory-mapped shard) twice: an upper bound.
 
-    python bench/bench_convert_memory.py --model default
-    python bench/bench_convert_memory.py --build qwen2.5-0.5b --dir .cache/bench/qwen05   # then:
-    python bench/bench_convert_memory.py --model .cache/bench/qwen05
+    python -m bench.bench_convert_memory --model default
+    python -m bench.bench_convert_memory --build qwen2.5-0.5b --dir .cache/bench/qwen05   # then:
+    python -m bench.bench_convert_memory --model .cache/bench/qwen05
 
-`--build` writes a random-weight checkpoint at a real shape (bf16, sharded safetensors of
-~200 MB, the bundled SmolLM2 tokenizer, so vocabulary 49,152), with no download.
+`--build` writes a random-weight checkpoint at a real shape (bench/scale_shapes.py: bf16, sharded
+safetensors, the model's own vocabulary size, the bundled SmolLM2 tokenizer), with no download.
 """
 
 from __future__ import annotations
@@ -20,126 +20,21 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import psutil  # type: ignore[import-untyped]  # no stubs in the venv
-
-GIB = 1024**3
-# Real shapes (config.json of each model), vocabulary cut to the SmolLM2 tokenizer's.
-SHAPES: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "qwen2.5-0.5b": (
-        "Qwen2Config",
-        "Qwen2ForCausalLM",
-        {
-            "hidden_size": 896,
-            "intermediate_size": 4864,
-            "num_hidden_layers": 24,
-            "num_attention_heads": 14,
-            "num_key_value_heads": 2,
-            "max_position_embeddings": 32768,
-            "tie_word_embeddings": True,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
-        },
-    ),
-}
-
-
-def build_checkpoint(shape: str, out: Path, dtype: str = "bfloat16", shard: str = "200MB") -> Path:
-    """Save a random-weight checkpoint of ``shape`` into ``out`` (sharded safetensors + tokenizer)."""
-    import torch
-    import transformers
-
-    from edgellm.host.builder.source import checkpoint, resolve_source
-
-    config_class, model_class, fields = SHAPES[shape]
-    tok_dir = checkpoint(resolve_source("default"))
-    config = getattr(transformers, config_class)(
-        vocab_size=49152, bos_token_id=1, eos_token_id=2, pad_token_id=0, **fields
-    )
-    torch.manual_seed(0)
-    model = getattr(transformers, model_class)(config).to(getattr(torch, dtype))
-    model.save_pretrained(str(out), max_shard_size=shard)
-    transformers.AutoTokenizer.from_pretrained(str(tok_dir)).save_pretrained(str(out))
-    return out
-
-
-def fp16_bytes(hf_dir: Path) -> int:
-    """The checkpoint's size at 2 bytes per parameter, read from the safetensors headers only."""
-    total = 0
-    for path in sorted(hf_dir.glob("*.safetensors")):
-        with path.open("rb") as f:
-            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-        for name, info in header.items():
-            if name != "__metadata__":
-                numel = 1
-                for d in info["shape"]:
-                    numel *= d
-                total += 2 * numel
-    return total
-
-
-class TreeSampler:
-    """Polls the summed RSS of a process and its descendants; keeps the peak."""
-
-    def __init__(self, pid: int, interval: float) -> None:
-        self.root = psutil.Process(pid)
-        self.interval = interval
-        self.peak = 0
-        self.peak_procs = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> TreeSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        try:
-            procs = [self.root, *self.root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return
-        rss = 0
-        for p in procs:
-            try:
-                rss += p.memory_info().rss
-            except psutil.NoSuchProcess:
-                continue
-        if rss > self.peak:
-            self.peak, self.peak_procs = rss, len(procs)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
+from bench.scale_shapes import GIB, SHAPES, build_checkpoint, fp16_bytes
+from bench.scale_stages import run_sampled
 
 
 def measure(model: str, out: Path, interval: float, extra: list[str]) -> dict[str, Any]:
     """Convert ``model`` once in a child process; the tree's peak RSS and wall time."""
     cmd = [sys.executable, "-m", "edgellm.cli", "convert", "--model", model, "-o", str(out), "--force"]
-    cmd += extra
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    with TreeSampler(proc.pid, interval) as sampler:
-        output, _ = proc.communicate()
-    wall = time.perf_counter() - start
+    result = run_sampled([*cmd, *extra], interval=interval)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
-    return {
-        "rc": proc.returncode,
-        "wall_s": round(wall, 1),
-        "tree_peak_rss": sampler.peak,
-        "tree_procs_at_peak": sampler.peak_procs,
-        "max_single_child_rss": children,
-        "tail": output[-2000:] if proc.returncode else "",
-    }
+    return result | {"max_single_child_rss": children}
 
 
 def hf_dir_of(model: str) -> Path:
