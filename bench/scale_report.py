@@ -58,7 +58,7 @@ def pick(results: dict[str, dict[str, Any]], stage: str, keys: tuple[str, ...]) 
             return None
         node = node[k]
     value = float(node)
-    return value / GIB if keys[-1] in BYTES else value
+    return value / GIB if keys[-1] in BYTES and keys[0] != "ratio_edgellm_over_llama" else value
 
 
 def measured_row(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
@@ -117,29 +117,51 @@ def _extrapolated_row(
     same = [k for k in measured if SHAPES[k].family == family]
     basis = same if len(same) >= 2 else list(measured)
     params = params_of(shape)
+    if len(basis) < 2:
+        return {"params": params, "label": "not measured (extrapolation needs two measured shapes)"}
     row = extrapolate(params, [measured[k] for k in basis])
-    return {
-        "params": params,
-        "label": f"extrapolated per parameter from {', '.join(basis) or 'nothing'}",
-        **row,
-    }
+    return {"params": params, "label": f"extrapolated per parameter from {', '.join(basis)}", **row}
+
+
+# Markdown cells: (header, columns shown as "a / b", the ratio column shown after them as "(x)").
+CELLS: list[tuple[str, tuple[str, ...], str | None]] = [
+    ("fp16 GiB", ("fp16 GiB",), None),
+    ("convert s / peak GiB", ("convert s", "convert peak GiB"), None),
+    ("artifact GiB", ("artifact GiB",), None),
+    ("GPTQ s / peak GiB", ("gptq s", "gptq peak GiB"), None),
+    ("llama.cpp f16 s / peak GiB", ("gguf f16 s", "gguf f16 peak GiB"), None),
+    ("Q4_0 s / GiB", ("q4_0 s", "q4_0 GiB"), None),
+    *[
+        (f"{what} t{t} E / L (E÷L)", (f"E {col} t{t}", f"L {col} t{t}"), f"{col} ratio t{t}")
+        for t in (1, 2)
+        for what, col in (("decode tok/s", "decode"), ("prefill tok/s", "prefill"))
+    ],
+    *[
+        (
+            f"RSS after load t{t} GiB E / L (E÷L)",
+            (f"E RSS load t{t} GiB", f"L RSS load t{t} GiB"),
+            f"RSS load ratio t{t}",
+        )
+        for t in (1, 2)
+    ],
+    ("RSS peak t2 GiB E / L", ("E RSS peak t2 GiB", "L RSS peak t2 GiB"), None),
+]
 
 
 def markdown(rows: dict[str, Any], command: str) -> str:
-    """The table, one row per shape, the command line under it."""
-    headers = ["shape", "label", "params (B)", *next(iter(rows.values())).keys() - {"params", "label"}]
-    headers = headers[:3] + [h for h in _row_order() if h in headers]
+    """The table, one row per shape (E = edgellm, L = llama.cpp), the command line under it."""
+    headers = ["shape", "label", "params (B)", *(h for h, _, _ in CELLS)]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for shape, row in rows.items():
         cells = [shape, row["label"], f"{row['params'] / 1e9:.2f}"]
-        cells += [_cell(row.get(h)) for h in headers[3:]]
+        cells += [_combined(row, cols, ratio) for _, cols, ratio in CELLS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join([*lines, "", f"Command: `{command}`", ""])
 
 
-def _row_order() -> list[str]:
-    ratios = [f"{label} ratio t{t}" for t in (1, 2) for label, _ in RATIOS]
-    return [h for h, _, _, _ in COLUMNS] + ratios
+def _combined(row: dict[str, Any], cols: tuple[str, ...], ratio: str | None) -> str:
+    text = " / ".join(_cell(row.get(c)) for c in cols)
+    return text if ratio is None or row.get(ratio) is None else f"{text} ({_cell(row[ratio])})"
 
 
 def _cell(v: float | None) -> str:
