@@ -128,8 +128,13 @@ class MnnEngine:
 
     @property
     def vocab_size(self) -> int:
-        """Number of token ids."""
-        return len(self.tokens)
+        """Token ids the model scores: its logits' width, the checkpoint's vocab_size.
+
+        Not the token table's length: a vocabulary padded beyond its tokenizer (Qwen2.5: 151,936
+        rows for 151,665 tokens) can still generate, and be biased towards, an id with no text;
+        that id's piece is empty (`token_bytes`).
+        """
+        return self.artifact.manifest.model.vocab_size
 
     # -- compute ---------------------------------------------------------------------------------
     def prefill(self, ids: Sequence[int]) -> Logits:

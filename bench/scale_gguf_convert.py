@@ -1,0 +1,43 @@
+"""llama.cpp's convert_hf_to_gguf.py for bench_scale's checkpoints, which carry SmolLM2's tokenizer.
+
+Why a wrapper: the converter names a BPE tokenizer's pre-tokenizer by hashing the ids of a fixed
+text, and SmolLM2's tokenizer as edgellm rebuilds it from the bundled GGUF (then saved by
+transformers 5) hashes to a70b913f…, which the converter does not list, so it refuses the
+checkpoint. The bundled GGUF itself records `tokenizer.ggml.pre = smollm`, so an unrecognised hash
+is mapped to that; the tokenizer does not change any speed or memory figure.
+
+    python scale_gguf_convert.py LLAMA_SRC HF_DIR --outtype f16 --outfile OUT.gguf
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+PRE = "smollm"
+
+
+def main() -> None:
+    """Patch TextModel.get_vocab_base_pre, then run the converter as its own __main__."""
+    src = Path(sys.argv[1])
+    # The converter imports its `conversion` package from its own directory (run as a script).
+    sys.path[:0] = [str(src), str(src / "gguf-py")]
+    from conversion import base  # type: ignore[import-not-found]  # llama.cpp's source tree
+
+    original = base.TextModel.get_vocab_base_pre
+
+    def pre(self: Any, tokenizer: Any) -> str:
+        try:
+            return str(original(self, tokenizer))
+        except NotImplementedError:
+            return PRE
+
+    base.TextModel.get_vocab_base_pre = pre
+    sys.argv = [str(src / "convert_hf_to_gguf.py"), *sys.argv[2:]]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
