@@ -35,7 +35,7 @@ from bench.scale_shapes import SHAPES
 from bench.scale_stages import Paths, stage_build, stage_convert, stage_gguf, stage_gptq
 
 STAGES = ("build", "convert", "gptq", "gguf", "serve")
-WORK = Path("/work/scale-cache/scale")
+WORK = Path(".cache/scale")  # relative to the checkout
 LLAMA_SRC = Path(".cache/bench-venvs/src/llama_cpp_python-0.3.36/vendor/llama.cpp")
 LLAMA_PYTHON = Path(".cache/bench-venvs/llama-cpp/bin/python")
 NEEDS = {"convert": "hf", "gptq": "hf", "gguf": "hf"}
