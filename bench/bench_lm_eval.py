@@ -73,6 +73,10 @@ def torch_scores(hf_dir: Path, pairs: list[Pair]) -> list[float]:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from edgellm.common.mnn_llm import host_threads
+
+    # Why capped: torch's default pool (every core) thrashes on a shared machine (~1.2 s a forward).
+    torch.set_num_threads(host_threads())
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
     model.eval()  # type: ignore[no-untyped-call]
     out = []

@@ -44,7 +44,7 @@ def chat_scoring(body: dict[str, Any]) -> Scoring:
     if on is not None and not isinstance(on, bool):
         raise invalid(f"'logprobs' must be a boolean, got {type(on).__name__}", "logprobs")
     top = _count(body, "top_logprobs")
-    if top is not None and not on:
+    if top and not on:  # 0 asks for nothing (as before logprobs were served)
         raise invalid("'top_logprobs' needs 'logprobs' set to true", "top_logprobs")
     if on and body.get("tools") and body.get("tool_choice") != "none":
         raise unsupported("logprobs", "not together with tools")
