@@ -167,3 +167,15 @@ async def test_bad_logprob_requests_are_invalid_arguments_that_say_what_to_chang
         await _generate(daemon, params)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert message in (err.value.details() or "")
+
+
+async def test_a_long_prompt_s_logprobs_arrive_in_pieces_of_256(
+    daemon: RunningDaemon, engine: MnnEngine
+) -> None:
+    ids = tuple(engine.encode("One two three four five six seven eight nine ten. " * 60))[:600]
+    assert len(ids) == 600
+    params = GenerateParams(prompt_token_ids=ids, max_new_tokens=0, prompt_logprobs=True)
+    responses = await _generate(daemon, params)
+    pieces = [len(r.prompt_logprobs) for r in responses if r.prompt_logprobs]
+    assert pieces == [256, 256, 88]
+    assert [lp.token_id for r in responses for lp in r.prompt_logprobs] == list(ids)

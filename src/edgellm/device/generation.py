@@ -17,6 +17,8 @@ from edgellm.device.text import StopMatcher, Utf8Stream
 from edgellm.engine.base import Engine, Logits, last_row
 from edgellm.engine.kv_cache import FeedStats, KvCache
 
+PROMPT_PIECE = 256  # prompt logprobs per response message
+
 
 @dataclass(frozen=True)
 class GenerationJob:
@@ -148,8 +150,11 @@ class _TextOut:
 
     def prompt(self, ids: list[int], rows: Logits, top_n: int) -> None:
         """Emit the prompt's logprobs (rows: the prefill's logits at every position)."""
-        scores = score_prompt(rows, ids, top_n)
-        self._emit(Delta("", (), prompt_logprobs=tuple(labelled(s, self._token_bytes) for s in scores)))
+        scores = [labelled(s, self._token_bytes) for s in score_prompt(rows, ids, top_n)]
+        # Why in pieces: one message would grow with the prompt (8,192 tokens x 21 entries, ~3 MB
+        # built and parsed at once on each side); 256 per message stay under ~100 KB.
+        for at in range(0, len(scores), PROMPT_PIECE):
+            self._emit(Delta("", (), prompt_logprobs=tuple(scores[at : at + PROMPT_PIECE])))
 
     def _send(self, text: str) -> None:
         self._emit(Delta(text, tuple(self._pending), tuple(self._scores)))

@@ -223,7 +223,8 @@ class GenerateRequest(_message.Message):
     prompt_logprobs: _builtins.bool
     """Every prompt token's logprob given the tokens before it (teacher-forced), from one prefill
     that computes every position's logits: GenerateResponse.prompt_logprobs on the first
-    response. The prompt is prefilled whole (no session reuse). Allows max_new_tokens 0.
+    responses (256 per message, before any generated token). The prompt is prefilled whole (no
+    session reuse). Allows max_new_tokens 0.
     """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]:
@@ -433,7 +434,7 @@ class GenerateResponse(_message.Message):
 
     @_builtins.property
     def prompt_logprobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenLogprob]:
-        """with GenerateRequest.prompt_logprobs: first response only"""
+        """with GenerateRequest.prompt_logprobs: first responses only"""
 
     def __init__(
         self,
