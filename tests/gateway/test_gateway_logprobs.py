@@ -125,6 +125,31 @@ async def test_streamed_chat_logprobs_equal_the_whole_answer(
     ]
 
 
+async def test_streamed_completion_logprobs_equal_the_whole_answer(
+    real_daemon: RunningDaemon, start_gw: StartGateway
+) -> None:
+    gw = await start_gw(real_daemon)
+    args: dict[str, Any] = {
+        "model": _model(real_daemon), "prompt": "The capital of France is", "temperature": 0,
+        "max_tokens": 12, "logprobs": 2,
+    }  # fmt: skip
+    async with sdk(gw) as client:
+        whole = await client.completions.create(**args)
+        lists: dict[str, list[Any]] = {
+            "tokens": [],
+            "token_logprobs": [],
+            "top_logprobs": [],
+            "text_offset": [],
+        }
+        async for chunk in await client.completions.create(**args, stream=True):
+            if chunk.choices and chunk.choices[0].logprobs is not None:
+                for key, values in lists.items():
+                    values.extend(getattr(chunk.choices[0].logprobs, key) or [])
+    assert whole.choices[0].logprobs is not None
+    assert lists == {key: getattr(whole.choices[0].logprobs, key) for key in lists}
+    assert whole.usage and len(lists["tokens"]) == whole.usage.completion_tokens
+
+
 async def test_completions_score_a_list_of_prompts_with_echo_like_a_teacher_forced_prefill(
     real_daemon: RunningDaemon, start_gw: StartGateway, twin: MnnEngine
 ) -> None:
@@ -188,6 +213,7 @@ async def test_an_lm_eval_loglikelihood_request_scores_token_id_prompts(
         ("completions", {"echo": 1}, "echo"),
         ("completions", {"max_tokens": 0}, "max_tokens"),
         ("completions", {"echo": True, "stream": True}, "echo"),
+        ("completions", {"logprobs": -1}, "logprobs"),
         ("completions", {"prompt": ["a", "b"], "stream": True}, "prompt"),
         ("completions", {"prompt": [[1, -2]]}, "prompt"),
         ("completions", {"prompt": []}, "prompt"),

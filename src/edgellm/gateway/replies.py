@@ -123,7 +123,7 @@ class Shaper:
             }
             out = {**self._head("chat.completion.chunk"), "choices": [choice]}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
             out = {**self._head("text_completion"), "choices": [choice]}
         if self.include_usage:
             out["usage"] = None

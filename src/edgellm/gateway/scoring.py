@@ -58,10 +58,10 @@ def completion_scoring(body: dict[str, Any], stream: bool) -> Scoring:
     if echo is not None and not isinstance(echo, bool):
         raise invalid(f"'echo' must be a boolean, got {type(echo).__name__}", "echo")
     scoring = Scoring(top, bool(echo))
-    if stream and (scoring.echo or scoring.top is not None):
-        # Why refused: the legacy stream shape per token is not implemented (lm-evaluation-harness
-        # and the SDKs' scorers ask without stream); chat streams logprobs.
-        raise unsupported("echo" if scoring.echo else "logprobs", "not with stream on /v1/completions")
+    if stream and scoring.echo:
+        # Why refused: echo's prompt would be one chunk before any token; lm-evaluation-harness and
+        # the SDKs' scorers ask for it without stream (logprobs alone stream).
+        raise unsupported("echo", "not with stream on /v1/completions")
     return scoring
 
 

@@ -212,21 +212,22 @@ class Completions:
         # Why a gate with tools: whether the answer is a call is known only from its start; a call
         # is held to its end and sent as deltas (tools/stream.py), text streams once it is text.
         gate = Gate() if parsed.tools is not None else None
-        scores = _Pending(parsed.scoring.top is not None)  # chat logprobs ride on the text chunks
+        # logprobs ride on the text chunks
+        scores = _Pending(parsed.scoring.top is not None, legacy=parsed.kind == "completion")
         try:
             async for msg in stream.messages():
                 parts.append(msg.text)
                 scores.add(msg)
                 send = msg.text if gate is None else gate.feed(msg.text)
                 if send is not None and (send or first):
-                    yield event(shaper.chunk(send, first=first, logprobs=scores.take()))
+                    yield event(shaper.chunk(send, first=first, logprobs=scores.take(send)))
                     first = False
                 if msg.finish_reason:
                     calls = _calls(parsed, "".join(parts), msg)
                     for chunk in _held(shaper, "".join(parts), calls, first):
                         yield event(chunk)
                     finish = _finish(msg, calls)
-                    yield event(shaper.chunk("", finish, stats=msg.stats, logprobs=scores.take()))
+                    yield event(shaper.chunk("", finish, stats=msg.stats, logprobs=scores.take("")))
                     if parsed.include_usage:
                         yield event(shaper.usage_chunk(msg.stats))
                     self._finished(parsed, "".join(parts), msg, scope)
@@ -315,21 +316,27 @@ def _held(shaper: Shaper, text: str, calls: Calls | None, first: bool) -> list[d
 
 
 class _Pending:
-    """Generated tokens' logprobs not yet sent in a stream chunk (nothing to do when not asked)."""
+    """Generated tokens' logprobs not yet sent in a stream chunk (nothing to do when not asked):
+    chat's `content` entries, or the legacy lists with offsets into the text streamed so far."""
 
-    def __init__(self, on: bool) -> None:
-        self.on = on
+    def __init__(self, on: bool, legacy: bool) -> None:
+        self.on, self.legacy = on, legacy
         self.entries: list[device_pb2.TokenLogprob] = []
+        self.offset = 0  # characters sent before this chunk (legacy text_offset)
 
     def add(self, msg: device_pb2.GenerateResponse) -> None:
         if self.on:
             self.entries.extend(msg.logprobs)
 
-    def take(self) -> dict[str, Any] | None:
-        """The chunk's `logprobs` (None when there is nothing to send)."""
+    def take(self, text: str) -> dict[str, Any] | None:
+        """The `logprobs` of a chunk sending TEXT (None when there is nothing to send)."""
         if not self.entries:
             return None
-        out = {"content": chat_content(self.entries), "refusal": None}
+        if self.legacy:
+            out = legacy_logprobs(self.entries, self.offset)
+        else:
+            out = {"content": chat_content(self.entries), "refusal": None}
+        self.offset += len(text)
         self.entries = []
         return out
 
