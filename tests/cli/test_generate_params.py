@@ -36,6 +36,9 @@ EVERY_FIELD = GenerateParams(
     n_keep=4,
     constraint=Constraint("regex", "[a-z]+"),
     speculation="fast",
+    logprobs=True,
+    top_logprobs=5,
+    prompt_logprobs=True,
 )
 
 
@@ -46,6 +49,7 @@ def test_every_field_of_the_params_lands_in_its_proto_field() -> None:
     assert (r.prompt, r.max_new_tokens, list(r.stop)) == ("", 40, ["\n\n", "END"])
     assert (r.session_id, r.model, r.request_id, r.kv_window, r.n_keep) == ("s1", "smollm2", "r1", 128, 4)
     assert r.constraint.regex == "[a-z]+" and r.speculation == device_pb2.SPECULATION_FAST
+    assert (r.logprobs, r.top_logprobs, r.prompt_logprobs) == (True, 5, True)
     assert (s.temperature, s.top_k, s.top_p, s.min_p) == (0.5, 20, 0.75, 0.25)
     assert (s.repetition_penalty, s.presence_penalty, s.frequency_penalty) == (1.5, 0.5, -0.25)
     assert dict(s.logit_bias) == {7: 3.5, 42: -100.0} and s.HasField("seed") and s.seed == 11
@@ -54,10 +58,12 @@ def test_every_field_of_the_params_lands_in_its_proto_field() -> None:
 def test_every_proto_field_is_covered_by_the_params() -> None:
     """A new GenerateRequest or SamplingParams field fails here until GenerateParams maps it."""
     r = EVERY_FIELD.to_proto()
-    for message, left_out in ((r, {"prompt"}), (r.sampling, set())):  # prompt: chat messages instead
+    # prompt and prompt_token_ids: chat messages instead
+    for message, left_out in ((r, {"prompt", "prompt_token_ids"}), (r.sampling, set())):
         every = {f.name for f in message.DESCRIPTOR.fields}
         assert every - {f.name for f, _ in message.ListFields()} == left_out
     assert GenerateParams(prompt="hello").to_proto().prompt == "hello"
+    assert GenerateParams(prompt_token_ids=(1, 2)).to_proto().prompt_token_ids == [1, 2]
 
 
 def test_the_params_round_trip_through_the_proto() -> None:
@@ -145,7 +151,8 @@ def test_every_field_of_the_params_is_set_away_from_its_default_above() -> None:
     unset = {
         f.name for f in fields(GenerateParams) if getattr(EVERY_FIELD, f.name) == getattr(default, f.name)
     }
-    assert unset == {"prompt"}  # a request carries messages or a prompt; "hello" is checked above
+    # a request carries messages, a prompt or token ids; the other two are checked above
+    assert unset == {"prompt", "prompt_token_ids"}
 
 
 def test_no_client_signature_repeats_a_generate_field() -> None:

@@ -24,7 +24,7 @@ QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What 
     ("extra", "param"),
     [
         ({"n": 2}, "n"),
-        ({"logprobs": True}, "logprobs"),
+        ({"echo": True}, "echo"),  # a completions option (chat has logprobs)
         ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),  # the legacy form; tools work
         ({"audio": {"voice": "alloy"}}, "audio"),
         ({"stream_options": {"include_usage": True}}, "stream_options"),

@@ -85,6 +85,10 @@ class GenerateParams:
     n_keep: int = 0
     constraint: Constraint | None = None
     speculation: SpeculationName = "auto"
+    logprobs: bool = False  # each generated token's logprob (docs/gateway.md, "Logprobs")
+    top_logprobs: int = 0  # 0..20 alternatives per position
+    prompt_logprobs: bool = False  # every prompt token's logprob, from one all-positions prefill
+    prompt_token_ids: tuple[int, ...] = ()  # the prompt as token ids (instead of prompt/messages)
 
     @classmethod
     def of(cls, base: GenerateParams | None = None, /, **values: Any) -> GenerateParams:
@@ -117,6 +121,10 @@ class GenerateParams:
             kv_window=self.kv_window,
             n_keep=self.n_keep,
             speculation=SPECULATION[self.speculation],
+            logprobs=self.logprobs,
+            top_logprobs=self.top_logprobs,
+            prompt_logprobs=self.prompt_logprobs,
+            prompt_token_ids=list(self.prompt_token_ids),
         )
         if self.constraint is not None:
             request.constraint.CopyFrom(self.constraint.to_proto())
@@ -141,6 +149,10 @@ class GenerateParams:
             n_keep=request.n_keep,
             constraint=Constraint.from_proto(request.constraint),
             speculation=_SPECULATION_NAME.get(request.speculation, "auto"),  # type: ignore[arg-type]
+            logprobs=request.logprobs,
+            top_logprobs=request.top_logprobs,
+            prompt_logprobs=request.prompt_logprobs,
+            prompt_token_ids=tuple(request.prompt_token_ids),
         )
 
 
@@ -155,7 +167,7 @@ def _frozen(name: str, value: Any) -> Any:
         return "" if name == "prompt" else ()
     if name == "messages":
         return tuple((role, content) for role, content in value)
-    if name == "stop":
+    if name in ("stop", "prompt_token_ids"):
         return tuple(value)
     if name == "logit_bias":
         return tuple(sorted(value.items())) if isinstance(value, Mapping) else tuple(value)

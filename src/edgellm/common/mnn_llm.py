@@ -131,6 +131,10 @@ class MnnLlm:
         """MNN's position counter: the RoPE position the next token gets."""
         return int(self._llm.context.all_seq_len)
 
+    def set_all_logits(self, on: bool) -> None:
+        """Switch every-position logits on or off after load (see MnnEngine.prefill_all)."""
+        self._llm.set_config({"all_logits": on})
+
     def set_counters(self, **counters: int) -> None:
         """Overwrite MNN's gen_seq_len / all_seq_len counters."""
         self._llm.context.update(**counters)

@@ -9,6 +9,8 @@ emitted text is what plain decoding emits (greedy) or distributed as it (sampled
 
 With a TokenGuide (a constrained request), every token is sampled from grammar-masked logits
 and the loop never drafts: a draft is verified against the model only, not the grammar.
+With `scores` (a request for logprobs) every token is scored from the logits it was sampled
+from, and the loop never drafts either: verify rows are not plain decoding's logits (MNN W4A8).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from enum import StrEnum
 from edgellm.common.errors import InvalidArgument
 from edgellm.device.constrain import TokenGuide
 from edgellm.device.drafting import DraftPolicy, NgramDrafter
+from edgellm.device.logprobs import TokenScore
 from edgellm.device.sampler import Sampler
 from edgellm.engine.base import Engine, Logits
 from edgellm.engine.config import verify_lengths
@@ -80,11 +83,20 @@ class TokenLoop:
         drafter: NgramDrafter | None = None,
         guide: TokenGuide | None = None,
         exact: bool = True,
+        scores: Callable[[TokenScore], None] | None = None,
+        top_n: int = 0,
     ) -> None:
-        if guide is not None and (policy is not None or drafter is not None):
+        drafting = policy is not None or drafter is not None
+        if guide is not None and drafting:
             # A draft token is accepted against the model's logits, never the grammar's mask, so
             # it could leave the constraint: constrained requests decode plainly.
             raise ValueError("a constrained generation cannot draft")
+        if scores is not None and drafting:
+            # Verified rows differ from plain decoding's logits (up to ~1.7 on W4A8), and a
+            # logprob must be the one of the logits the token was actually chosen from.
+            raise ValueError("a generation with logprobs cannot draft")
+        self.scores, self.top_n = scores, top_n
+        self._score: TokenScore | None = None  # the last sampled token's, reported when emitted
         self.cache, self.sampler, self.push, self.max_new, self.feed = cache, sampler, push, max_new, feed
         self.policy, self.drafter, self.guide = policy, drafter, guide
         self.stop_ids = cache.engine.stop_ids
@@ -128,6 +140,8 @@ class TokenLoop:
         if token in self.stop_ids:
             return FinishReason.STOP
         self.result.generated += 1
+        if self.scores is not None and self._score is not None:
+            self.scores(self._score)
         self.sampler.observe(token)
         if self.guide is not None:
             self.guide.advance(token)
@@ -142,9 +156,14 @@ class TokenLoop:
 
     def _sample(self, logits: Logits) -> int:
         """Sample the next token, within the constraint when there is one."""
+        if self.guide is not None:
+            logits = self.guide.mask(logits)
+        if self.scores is not None:
+            token, self._score = self.sampler.choose(logits, self.top_n)
+        else:
+            token = self.sampler.sample(logits)
         if self.guide is None:
-            return self.sampler.sample(logits)
-        token = self.sampler.sample(self.guide.mask(logits))
+            return token
         if not self.guide.allows(token):
             # Only possible when logit_bias (-inf) removes every token the grammar allows.
             raise InvalidArgument("logit_bias forbids every token the constraint allows at this point")

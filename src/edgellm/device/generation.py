@@ -11,10 +11,13 @@ from edgellm.common.errors import InvalidArgument
 from edgellm.device.constrain import Constraint, TokenGuide
 from edgellm.device.decoding import CONFIDENT_RUN, FinishReason, LoopResult, Speculation, TokenLoop
 from edgellm.device.drafting import DraftPolicy, NgramDrafter
+from edgellm.device.logprobs import Logprob, TokenScore, labelled, score_prompt
 from edgellm.device.sampler import Sampler, SamplingConfig
 from edgellm.device.text import StopMatcher, Utf8Stream
-from edgellm.engine.base import Engine
+from edgellm.engine.base import Engine, Logits, last_row
 from edgellm.engine.kv_cache import FeedStats, KvCache
+
+PROMPT_PIECE = 256  # prompt logprobs per response message
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,10 @@ class GenerationJob:
     n_keep: int = 0  # per-request protected prefix; 0 = the daemon's
     constraint: Constraint | None = None  # the output must match it (docs/constrained.md)
     speculation: Speculation = Speculation.AUTO  # drafts only where it pays (docs/speculation.md)
+    logprobs: bool = False  # score every generated token (logprobs.py); decodes without drafts
+    top_logprobs: int = 0  # alternatives per scored position
+    prompt_logprobs: bool = False  # score the prompt teacher-forced, from one all-positions prefill
+    prompt_token_ids: tuple[int, ...] = ()  # the prompt as token ids (then prompt/messages are empty)
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,8 @@ class Delta:
 
     text: str
     token_ids: tuple[int, ...]
+    logprobs: tuple[Logprob, ...] = ()  # one per token id, when the request asked
+    prompt_logprobs: tuple[Logprob, ...] = ()  # the prompt's, in the first event only
 
 
 @dataclass(frozen=True)
@@ -83,8 +92,14 @@ def render_prompt(engine: Engine, job: GenerationJob, sliding: bool = False) -> 
     request slides a window (the cache then keeps the protected start and the most recent tokens
     while the prompt is fed).
     """
-    text = engine.apply_chat_template(job.messages) if job.messages else (job.prompt or "")
-    ids = engine.encode(text)
+    ids = list(job.prompt_token_ids) or engine.encode(
+        engine.apply_chat_template(job.messages) if job.messages else (job.prompt or "")
+    )
+    bad = next((t for t in job.prompt_token_ids if t >= engine.vocab_size), None)
+    if bad is not None:
+        raise InvalidArgument(
+            f"prompt_token_ids holds {bad}, outside the vocabulary [0, {engine.vocab_size})"
+        )
     if not ids:
         raise InvalidArgument("the prompt is empty after tokenization")
     if len(ids) >= engine.context_length and not sliding:
@@ -105,15 +120,19 @@ class _TextOut:
         self._stops = StopMatcher(list(stop))
         self._emit = emit
         self._pending: list[int] = []  # tokens whose text is not complete or held by a stop prefix
+        self._scores: list[Logprob] = []  # the pending tokens' logprobs, when the request asked
         self.stop_sequence = ""
+
+    def score(self, score: TokenScore) -> None:
+        """The logprob of the token about to be pushed."""
+        self._scores.append(labelled(score, self._token_bytes))
 
     def push(self, token: int) -> bool:
         """Add one generated token and emit whatever text is complete; True when a stop string matched."""
         self._pending.append(token)
         result = self._stops.push(self._utf8.push(self._token_bytes(token)))
         if result.text or result.stop is not None or not self._stops.stops:
-            self._emit(Delta(result.text, tuple(self._pending)))
-            self._pending = []
+            self._send(result.text)
         if result.stop is not None:
             self.stop_sequence = result.stop
             return True
@@ -127,7 +146,19 @@ class _TextOut:
         if reason != FinishReason.CANCELLED:
             tail = self._stops.push(self._utf8.flush()).text + self._stops.flush()
         if tail or self._pending:
-            self._emit(Delta(tail, tuple(self._pending)))
+            self._send(tail)
+
+    def prompt(self, ids: list[int], rows: Logits, top_n: int) -> None:
+        """Emit the prompt's logprobs (rows: the prefill's logits at every position)."""
+        scores = [labelled(s, self._token_bytes) for s in score_prompt(rows, ids, top_n)]
+        # Why in pieces: one message would grow with the prompt (8,192 tokens x 21 entries, ~3 MB
+        # built and parsed at once on each side); 256 per message stay under ~100 KB.
+        for at in range(0, len(scores), PROMPT_PIECE):
+            self._emit(Delta("", (), prompt_logprobs=tuple(scores[at : at + PROMPT_PIECE])))
+
+    def _send(self, text: str) -> None:
+        self._emit(Delta(text, tuple(self._pending), tuple(self._scores)))
+        self._pending, self._scores = [], []
 
 
 def run_generation(
@@ -158,21 +189,15 @@ def run_generation(
     feed = FeedStats()
     prefill_at = time.perf_counter()
     exact = job.speculation != Speculation.FAST  # greedy output token-identical to plain decoding's
-    logits = cache.feed(cache.begin(job.session_id, ids, feed, exact), feed)
-    policy, drafter = None, None
-    # A constrained request never drafts: a prompt-lookup draft is verified against the model's
-    # logits only, not the grammar, so an accepted draft token could leave the constraint. Masking
-    # every verified row would fix that, but costs a mask per draft token for little gain on
-    # short structured replies (docs/constrained.md).
-    if job.speculation != Speculation.OFF and engine.draft_max > 0 and guide is None:
-        # Drafts come from the whole conversation the prompt carries (earlier turns included).
-        # Exact greedy over inexact batches (MNN W4A8): draft only inside confident stretches,
-        # where a repair (docs/speculation.md, "Greedy identity") is unlikely to take the gain back.
-        confident = CONFIDENT_RUN if exact and job.sampling.greedy and engine.logit_tolerance > 0 else 0
-        policy = DraftPolicy(cache.costs, engine.draft_max, confident_needed=confident)
-        drafter = NgramDrafter(ids)
-    loop = TokenLoop(cache, sampler, out.push, max_new, feed, policy, drafter, guide, exact=exact)
-    result = loop.run(logits, cancelled, between_tokens)
+    logits = _prefill(cache, job, ids, feed, out, exact)
+    policy, drafter = _drafting(cache, job, ids, guide, exact)
+    scores = out.score if job.logprobs else None
+    loop = TokenLoop(
+        cache, sampler, out.push, max_new, feed, policy, drafter, guide,
+        exact=exact, scores=scores, top_n=job.top_logprobs,
+    )  # fmt: skip
+    # max_new_tokens 0 (prompt_logprobs only): scoring, no generation.
+    result = loop.run(logits, cancelled, between_tokens) if job.max_new_tokens else LoopResult()
     out.close(result.reason)
     reason = result.reason
     if reason == FinishReason.LENGTH and result.generated < job.max_new_tokens:
@@ -182,6 +207,41 @@ def run_generation(
     finished = Finished(reason, stats, out.stop_sequence)
     emit(finished)
     return finished
+
+
+def _prefill(
+    cache: KvCache, job: GenerationJob, ids: list[int], feed: FeedStats, out: _TextOut, exact: bool
+) -> Logits:
+    """Feed the prompt; the logits for the first new token. With prompt_logprobs, the whole prompt
+    runs again in one prefill that computes every position (no session reuse: a reused prefix
+    has no logits) and its logprobs are emitted first."""
+    if not job.prompt_logprobs:
+        return cache.feed(cache.begin(job.session_id, ids, feed, exact), feed)
+    rows = cache.feed_scored(cache.begin("", ids, feed, exact), feed)
+    out.prompt(ids, rows, job.top_logprobs)
+    return last_row(rows)
+
+
+def _drafting(
+    cache: KvCache, job: GenerationJob, ids: list[int], guide: TokenGuide | None, exact: bool
+) -> tuple[DraftPolicy | None, NgramDrafter | None]:
+    """The draft policy and drafter, or none: speculation off, an engine that cannot verify, or a
+    constrained or logprobs request.
+
+    A constrained request never drafts: a prompt-lookup draft is verified against the model's
+    logits only, not the grammar, so an accepted draft token could leave the constraint. Masking
+    every verified row would fix that, but costs a mask per draft token for little gain on
+    short structured replies (docs/constrained.md). A logprobs request never drafts: its numbers
+    must be plain decoding's logits, which verify rows are not on W4A8 (docs/gateway.md).
+    """
+    engine = cache.engine
+    if job.speculation == Speculation.OFF or engine.draft_max <= 0 or guide is not None or job.logprobs:
+        return None, None
+    # Drafts come from the whole conversation the prompt carries (earlier turns included).
+    # Exact greedy over inexact batches (MNN W4A8): draft only inside confident stretches,
+    # where a repair (docs/speculation.md, "Greedy identity") is unlikely to take the gain back.
+    confident = CONFIDENT_RUN if exact and job.sampling.greedy and engine.logit_tolerance > 0 else 0
+    return DraftPolicy(cache.costs, engine.draft_max, confident_needed=confident), NgramDrafter(ids)
 
 
 def _stats(

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgellm.common.errors import InvalidArgument
+from edgellm.device.logprobs import TokenScore, score_row
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -78,7 +79,19 @@ class Sampler:
 
     def sample(self, logits: FloatArray) -> int:
         """Pick the next token id from a [vocab] logits vector."""
+        return self._pick(self._adjust(np.asarray(logits, dtype=np.float32).reshape(-1)))
+
+    def choose(self, logits: FloatArray, top_n: int) -> tuple[int, TokenScore]:
+        """`sample(logits)`, and the chosen token's logprob from the same adjusted logits.
+
+        One adjusted vector serves both, so the reported distribution is the one the choice was
+        made from (before temperature and truncation): a greedy choice is its top-1 entry.
+        """
         x = self._adjust(np.asarray(logits, dtype=np.float32).reshape(-1))
+        token = self._pick(x)
+        return token, score_row(x, token, top_n)
+
+    def _pick(self, x: FloatArray) -> int:
         if self.config.greedy:
             return int(np.argmax(x))
         idx, p = self._distribution(x)

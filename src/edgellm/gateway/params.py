@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from edgellm.client.params import SPECULATION, Constraint, GenerateParams, SpeculationName
 from edgellm.client.sampling import RECOMMENDED
 from edgellm.gateway.config import Limits
 from edgellm.gateway.errors import ApiError, invalid, unsupported
+from edgellm.gateway.scoring import Prompt, Scoring, chat_scoring, completion_scoring, prompts
 from edgellm.gateway.tools.grammar import lark
 from edgellm.gateway.tools.prompt import TOOL_ROLE, assistant_text, tool_result, with_tools
 from edgellm.gateway.tools.spec import ToolSpec, tool_spec
@@ -30,9 +31,10 @@ _COMMON = frozenset(
     }
 )  # fmt: skip
 _CHAT = _COMMON | {
-    "messages", "max_completion_tokens", "response_format", "tools", "tool_choice", "parallel_tool_calls"
+    "messages", "max_completion_tokens", "response_format", "tools", "tool_choice", "parallel_tool_calls",
+    "logprobs", "top_logprobs",
 }  # fmt: skip
-_COMPLETION = _COMMON | {"prompt"}
+_COMPLETION = _COMMON | {"prompt", "logprobs", "echo"}
 # Fields we accept only at their default (the value that asks for nothing we lack).
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "n": (1,),
@@ -75,6 +77,16 @@ class Parsed:
     user: str = ""
     messages: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     tools: ToolSpec | None = None  # the calls the answer may make (None: plain text)
+    scoring: Scoring = field(default_factory=Scoring)  # logprobs and echo (scoring.py)
+    # A completion's prompts, one request each (`params` is the first); a chat's is (params,).
+    batch: tuple[GenerateParams, ...] = ()
+
+    def with_ids(self, request_id: str, session_id: str) -> Parsed:
+        """This request with the device request id and session set (on every prompt of the batch)."""
+        batch = tuple(
+            replace(p, request_id=request_id, session_id=session_id) for p in self.batch or (self.params,)
+        )
+        return replace(self, params=batch[0], batch=batch)
 
     @property
     def request(self) -> device_pb2.GenerateRequest:
@@ -101,9 +113,12 @@ def parse(
     model = _opt(body, "model", str) or ""
     # Checked in this order so that a body with several faults gets the same 400 as before.
     sampling = _sampling(body, lim.max_logit_bias, defaults)
+    stream, include_usage = _stream_options(body)
+    scoring = chat_scoring(body) if kind == "chat" else completion_scoring(body, stream)
     cap = min(max_tokens_cap, lim.max_tokens)
     default_max = cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, cap)
-    max_new_tokens = _max_tokens(body, default_max, lim.max_tokens)
+    # max_tokens 0 with echo: score the prompt, generate nothing.
+    max_new_tokens = _max_tokens(body, default_max, lim.max_tokens, 0 if scoring.echo else 1)
     stop = tuple(_stop(body))
     speculation = _speculation(body)
     prompt, messages, constraint = _input(kind, body, lim.max_message_chars)
@@ -118,18 +133,39 @@ def parse(
         constraint=constraint,
         speculation=speculation,
         **sampling,
+        **scoring.fields(),
     )
-    stream, include_usage = _stream_options(body)
+    batch = _batch(kind, body, params, stream, lim.max_message_chars)
     return Parsed(
         kind=kind,
-        params=params,
+        params=batch[0],
         model=model,
         stream=stream,
         include_usage=include_usage,
         user=_opt(body, "user", str) or "",
         messages=messages,
         tools=tools,
+        scoring=scoring,
+        batch=batch,
     )
+
+
+def _batch(
+    kind: Kind, body: dict[str, Any], params: GenerateParams, stream: bool, max_chars: int
+) -> tuple[GenerateParams, ...]:
+    """One GenerateParams per prompt of a completion (a chat has one: PARAMS)."""
+    if kind == "chat":
+        return (params,)
+    batch = tuple(_with_prompt(params, p) for p in prompts(body, max_chars))
+    if len(batch) > 1 and stream:
+        raise unsupported("prompt", "a list of prompts is answered without stream")
+    return batch
+
+
+def _with_prompt(params: GenerateParams, prompt: Prompt) -> GenerateParams:
+    if isinstance(prompt, str):
+        return replace(params, prompt=prompt)
+    return replace(params, prompt_token_ids=prompt)
 
 
 def _with_tools(
@@ -176,7 +212,7 @@ def _input(
     """What the model reads: a chat's messages and response_format, or a completion's prompt."""
     if kind == "chat":
         return "", _messages(body, max_chars), _response_format(body)
-    return _prompt(body, max_chars), (), None
+    return "", (), None  # the prompts: scoring.prompts
 
 
 def _stream_options(body: dict[str, Any]) -> tuple[bool, bool]:
@@ -265,13 +301,14 @@ def _logit_bias(body: dict[str, Any], max_entries: int) -> dict[int, float]:
     return out
 
 
-def _max_tokens(body: dict[str, Any], default: int, cap: int) -> int:
+def _max_tokens(body: dict[str, Any], default: int, cap: int, low: int = 1) -> int:
     value = None
     for key in ("max_completion_tokens", "max_tokens"):
         given = _opt(body, key, int)
         if given is not None:
-            if given < 1:
-                raise invalid(f"'{key}' must be at least 1, got {given}", key)
+            if given < low:
+                hint = "" if low == 0 else " (0 only with echo: scoring the prompt)"
+                raise invalid(f"'{key}' must be at least {low}, got {given}{hint}", key)
             if given > cap:
                 raise invalid(
                     f"'{key}' must be at most {cap} (the gateway's --max-tokens-cap), got {given}", key
@@ -347,19 +384,6 @@ def _content(content: Any, i: int) -> str:
             texts.append(part["text"])
         return "".join(texts)
     raise invalid(f"messages[{i}].content must be a string or a list of text parts", f"messages[{i}].content")
-
-
-def _prompt(body: dict[str, Any], max_chars: int) -> str:
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    if isinstance(prompt, list):
-        raise unsupported("prompt", "give one string (batches and token-id prompts are not supported)")
-    if not isinstance(prompt, str) or not prompt:
-        raise invalid("'prompt' must be a non-empty string", "prompt")
-    if len(prompt) > max_chars:
-        raise invalid(f"'prompt' has {len(prompt)} characters; the gateway's cap is {max_chars}", "prompt")
-    return prompt
 
 
 def _response_format(body: dict[str, Any]) -> Constraint | None:

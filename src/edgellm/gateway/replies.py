@@ -71,9 +71,15 @@ class Shaper:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
 
     def whole(
-        self, text: str, finish: str, stats: device_pb2.GenerateStats, calls: Calls | None = None
+        self,
+        text: str,
+        finish: str,
+        stats: device_pb2.GenerateStats,
+        calls: Calls | None = None,
+        logprobs: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """A non-streamed answer (with CALLS: its text and tool calls as read from TEXT)."""
+        """A non-streamed answer (with CALLS: its text and tool calls as read from TEXT; LOGPROBS:
+        the choice's logprobs object, logprob_replies.py)."""
         if self.kind == "chat":
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
             if calls is not None and calls.calls:
@@ -82,12 +88,12 @@ class Shaper:
             choice: dict[str, Any] = {
                 "index": 0,
                 "message": message,
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": finish,
             }
             head = self._head("chat.completion")
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
             head = self._head("text_completion")
         return {
             **head,
@@ -102,16 +108,22 @@ class Shaper:
         finish: str | None = None,
         first: bool = False,
         stats: device_pb2.GenerateStats | None = None,
+        logprobs: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One stream chunk: a text delta, or (with finish) the closing choice and its timings."""
         if self.kind == "chat":
             delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {}
             if text and not first:
                 delta["content"] = text
-            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "delta": delta,
+                "logprobs": logprobs,
+                "finish_reason": finish,
+            }
             out = {**self._head("chat.completion.chunk"), "choices": [choice]}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
             out = {**self._head("text_completion"), "choices": [choice]}
         if self.include_usage:
             out["usage"] = None
@@ -131,3 +143,16 @@ class Shaper:
         """The last chunk when stream_options.include_usage: no choices, the usage."""
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
         return {**self._head(obj), "choices": [], "usage": usage(stats, self.report_cache)}
+
+
+def combined(answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """One answer holding each answer's choice at its index (a completion's list of prompts), with
+    their usage summed (timings: the last prompt's)."""
+    out = dict(answers[-1])
+    out["choices"] = [{**a["choices"][0], "index": i} for i, a in enumerate(answers)]
+    usage_sum: dict[str, Any] = {k: 0 for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    for a in answers:
+        for key in usage_sum:
+            usage_sum[key] += a["usage"][key]
+    out["usage"] = usage_sum
+    return out

@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -25,9 +25,10 @@ from edgellm.gateway.config import Limits
 from edgellm.gateway.device import DeviceWatch
 from edgellm.gateway.errors import ApiError, from_rpc_error, invalid
 from edgellm.gateway.limits import read_body
+from edgellm.gateway.logprob_replies import chat_content, chat_logprobs, legacy_logprobs, prompt_text
 from edgellm.gateway.metrics import GatewayMetrics
 from edgellm.gateway.params import Kind, Parsed, parse
-from edgellm.gateway.replies import FINISH, Shaper
+from edgellm.gateway.replies import FINISH, Shaper, combined
 from edgellm.gateway.sessions import SessionMap
 from edgellm.gateway.sse import DONE, EventStream, event
 from edgellm.gateway.tools.parsers import Parsed as Calls
@@ -108,7 +109,7 @@ class Completions:
         if kind == "chat" or explicit:
             messages = parsed.messages if kind == "chat" else ()
             session_id = self.sessions.session_for(messages, scope, explicit)
-        parsed = replace(parsed, params=replace(parsed.params, request_id=request_id, session_id=session_id))
+        parsed = parsed.with_ids(request_id, session_id)
         req = parsed.request
         shaper = Shaper(
             kind,
@@ -143,7 +144,29 @@ class Completions:
     async def _whole(
         self, stream: Stream, shaper: Shaper, parsed: Parsed, request: Request, scope: str
     ) -> Response:
-        collect = asyncio.ensure_future(self._collect(stream))
+        """The answer to every prompt of the request (a completion's list: one Generate each, in turn)."""
+        answers = []
+        for i, params in enumerate(parsed.batch):
+            if i:
+                stream = await self._open_next(params, i)
+            answer = await self._answer(stream, shaper, replace(parsed, params=params), request, scope)
+            if answer is None:
+                return Response(status_code=499)
+            answers.append(answer)
+        return JSONResponse(answers[0] if len(answers) == 1 else combined(answers))
+
+    async def _open_next(self, params: GenerateParams, i: int) -> Stream:
+        request_id = f"{params.request_id}-{i}"
+        try:
+            return await Stream.open(self.daemon, replace(params, request_id=request_id).to_proto())
+        except grpc.aio.AioRpcError as err:
+            raise await self._api_error(err, request_id) from None
+
+    async def _answer(
+        self, stream: Stream, shaper: Shaper, parsed: Parsed, request: Request, scope: str
+    ) -> dict[str, Any] | None:
+        """One prompt's answer; None when the client left (the device is stopped)."""
+        collect = asyncio.ensure_future(_collect(stream))
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             done, _ = await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -155,22 +178,23 @@ class Completions:
             with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
                 await collect
             log.info("client_disconnected", request_id=shaper.id)
-            return Response(status_code=499)
+            return None
         try:
-            text, last = collect.result()
+            got = collect.result()
         except grpc.aio.AioRpcError as err:
             raise await self._api_error(err, parsed.params.request_id) from None
-        self._finished(parsed, text, last, scope)
-        calls = _calls(parsed, text, last)
-        return JSONResponse(shaper.whole(text, _finish(last, calls), last.stats, calls))
-
-    async def _collect(self, stream: Stream) -> tuple[str, device_pb2.GenerateResponse]:
-        parts: list[str] = []
-        last = stream.first
-        async for msg in stream.messages():
-            parts.append(msg.text)
-            last = msg
-        return "".join(parts), last
+        self._finished(parsed, got.text, got.last, scope)
+        calls = _calls(parsed, got.text, got.last)
+        text, logprobs = got.text, None
+        if parsed.scoring.echo:
+            text = (parsed.params.prompt or prompt_text(got.prompt)) + text
+        if parsed.scoring.top is not None:
+            logprobs = (
+                chat_logprobs(got.logprobs)
+                if parsed.kind == "chat"
+                else legacy_logprobs([*got.prompt, *got.logprobs])
+            )
+        return shaper.whole(text, _finish(got.last, calls), got.last.stats, calls, logprobs)
 
     # -- streams -------------------------------------------------------------------------------------
     async def _events(
@@ -188,18 +212,22 @@ class Completions:
         # Why a gate with tools: whether the answer is a call is known only from its start; a call
         # is held to its end and sent as deltas (tools/stream.py), text streams once it is text.
         gate = Gate() if parsed.tools is not None else None
+        # logprobs ride on the text chunks
+        scores = _Pending(parsed.scoring.top is not None, legacy=parsed.kind == "completion")
         try:
             async for msg in stream.messages():
                 parts.append(msg.text)
+                scores.add(msg)
                 send = msg.text if gate is None else gate.feed(msg.text)
                 if send is not None and (send or first):
-                    yield event(shaper.chunk(send, first=first))
+                    yield event(shaper.chunk(send, first=first, logprobs=scores.take(send)))
                     first = False
                 if msg.finish_reason:
                     calls = _calls(parsed, "".join(parts), msg)
                     for chunk in _held(shaper, "".join(parts), calls, first):
                         yield event(chunk)
-                    yield event(shaper.chunk("", _finish(msg, calls), stats=msg.stats))
+                    finish = _finish(msg, calls)
+                    yield event(shaper.chunk("", finish, stats=msg.stats, logprobs=scores.take("")))
                     if parsed.include_usage:
                         yield event(shaper.usage_chunk(msg.stats))
                     self._finished(parsed, "".join(parts), msg, scope)
@@ -285,6 +313,55 @@ def _held(shaper: Shaper, text: str, calls: Calls | None, first: bool) -> list[d
     if calls is None or not calls.calls:
         return out + ([shaper.chunk(text)] if text else [])
     return out + [shaper.delta_chunk(delta) for delta in call_deltas(calls)]
+
+
+class _Pending:
+    """Generated tokens' logprobs not yet sent in a stream chunk (nothing to do when not asked):
+    chat's `content` entries, or the legacy lists with offsets into the text streamed so far."""
+
+    def __init__(self, on: bool, legacy: bool) -> None:
+        self.on, self.legacy = on, legacy
+        self.entries: list[device_pb2.TokenLogprob] = []
+        self.offset = 0  # characters sent before this chunk (legacy text_offset)
+
+    def add(self, msg: device_pb2.GenerateResponse) -> None:
+        if self.on:
+            self.entries.extend(msg.logprobs)
+
+    def take(self, text: str) -> dict[str, Any] | None:
+        """The `logprobs` of a chunk sending TEXT (None when there is nothing to send)."""
+        if not self.entries:
+            return None
+        if self.legacy:
+            out = legacy_logprobs(self.entries, self.offset)
+        else:
+            out = {"content": chat_content(self.entries), "refusal": None}
+        self.offset += len(text)
+        self.entries = []
+        return out
+
+
+@dataclass
+class _Collected:
+    """A whole answer from the device: its text, last message and logprobs (when asked)."""
+
+    text: str
+    last: device_pb2.GenerateResponse
+    logprobs: list[device_pb2.TokenLogprob]
+    prompt: list[device_pb2.TokenLogprob]
+
+
+async def _collect(stream: Stream) -> _Collected:
+    parts: list[str] = []
+    out = _Collected("", stream.first, [], [])
+    async for msg in stream.messages():
+        parts.append(msg.text)
+        out.last = msg
+        if msg.logprobs or msg.prompt_logprobs:  # only a request that asked gets any
+            out.logprobs.extend(msg.logprobs)
+            out.prompt.extend(msg.prompt_logprobs)
+    out.text = "".join(parts)
+    return out
 
 
 async def _disconnected(request: Request) -> None:

@@ -194,6 +194,10 @@ class GenerateRequest(_message.Message):
     N_KEEP_FIELD_NUMBER: _builtins.int
     CONSTRAINT_FIELD_NUMBER: _builtins.int
     SPECULATION_FIELD_NUMBER: _builtins.int
+    LOGPROBS_FIELD_NUMBER: _builtins.int
+    TOP_LOGPROBS_FIELD_NUMBER: _builtins.int
+    PROMPT_LOGPROBS_FIELD_NUMBER: _builtins.int
+    PROMPT_TOKEN_IDS_FIELD_NUMBER: _builtins.int
     prompt: _builtins.str
     """raw text, no template applied"""
     max_new_tokens: _builtins.int
@@ -208,6 +212,20 @@ class GenerateRequest(_message.Message):
     n_keep: _builtins.int
     speculation: Global___Speculation.ValueType
     """UNSPECIFIED = AUTO"""
+    logprobs: _builtins.bool
+    """Log-probabilities (docs/gateway.md, "Logprobs"): the log-softmax of the logits each token was
+    chosen from (after logit_bias, penalties and a constraint's mask; before temperature and
+    top-k/top-p/min-p). A request that asks for them decodes plainly (no speculative drafts).
+    GenerateResponse.logprobs: one entry per generated token
+    """
+    top_logprobs: _builtins.int
+    """0..20: the most likely alternatives at each position"""
+    prompt_logprobs: _builtins.bool
+    """Every prompt token's logprob given the tokens before it (teacher-forced), from one prefill
+    that computes every position's logits: GenerateResponse.prompt_logprobs on the first
+    responses (256 per message, before any generated token). The prompt is prefilled whole (no
+    session reuse). Allows max_new_tokens 0.
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]:
         """chat; template applied on the device"""
@@ -219,6 +237,10 @@ class GenerateRequest(_message.Message):
     @_builtins.property
     def constraint(self) -> Global___OutputConstraint:
         """unset = free text"""
+
+    @_builtins.property
+    def prompt_token_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the prompt as token ids, instead of prompt or messages"""
 
     def __init__(
         self,
@@ -235,14 +257,55 @@ class GenerateRequest(_message.Message):
         n_keep: _builtins.int = ...,
         constraint: Global___OutputConstraint | None = ...,
         speculation: Global___Speculation.ValueType = ...,
+        logprobs: _builtins.bool = ...,
+        top_logprobs: _builtins.int = ...,
+        prompt_logprobs: _builtins.bool = ...,
+        prompt_token_ids: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["constraint", b"constraint", "sampling", b"sampling"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["constraint", b"constraint", "kv_window", b"kv_window", "max_new_tokens", b"max_new_tokens", "messages", b"messages", "model", b"model", "n_keep", b"n_keep", "prompt", b"prompt", "request_id", b"request_id", "sampling", b"sampling", "session_id", b"session_id", "speculation", b"speculation", "stop", b"stop"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["constraint", b"constraint", "kv_window", b"kv_window", "logprobs", b"logprobs", "max_new_tokens", b"max_new_tokens", "messages", b"messages", "model", b"model", "n_keep", b"n_keep", "prompt", b"prompt", "prompt_logprobs", b"prompt_logprobs", "prompt_token_ids", b"prompt_token_ids", "request_id", b"request_id", "sampling", b"sampling", "session_id", b"session_id", "speculation", b"speculation", "stop", b"stop", "top_logprobs", b"top_logprobs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GenerateRequest: _TypeAlias = GenerateRequest  # noqa: Y015
+
+@_typing.final
+class TokenLogprob(_message.Message):
+    """One token's log-probability and, when asked (top_logprobs), the most likely tokens at its position."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    LOGPROB_FIELD_NUMBER: _builtins.int
+    TOP_FIELD_NUMBER: _builtins.int
+    token_id: _builtins.int
+    token: _builtins.bytes
+    """the token's raw bytes (may be part of a UTF-8 character)"""
+    logprob: _builtins.float
+    """unset for a prompt's first token (nothing before it)"""
+    @_builtins.property
+    def top(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenLogprob]:
+        """best first; their own `top` is empty"""
+
+    def __init__(
+        self,
+        *,
+        token_id: _builtins.int = ...,
+        token: _builtins.bytes = ...,
+        logprob: _builtins.float | None = ...,
+        top: _abc.Iterable[Global___TokenLogprob] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_logprob", b"_logprob", "logprob", b"logprob"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_logprob", b"_logprob", "logprob", b"logprob", "token", b"token", "token_id", b"token_id", "top", b"top"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__logprob: _TypeAlias = _typing.Literal["logprob"]  # noqa: Y015
+    _WhichOneofArgType__logprob: _TypeAlias = _typing.Literal["_logprob", b"_logprob"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__logprob) -> _WhichOneofReturnType__logprob | None: ...
+
+Global___TokenLogprob: _TypeAlias = TokenLogprob  # noqa: Y015
 
 @_typing.final
 class OutputConstraint(_message.Message):
@@ -351,6 +414,8 @@ class GenerateResponse(_message.Message):
     STATS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     STOP_SEQUENCE_FIELD_NUMBER: _builtins.int
+    LOGPROBS_FIELD_NUMBER: _builtins.int
+    PROMPT_LOGPROBS_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     """UTF-8-complete delta"""
     finish_reason: Global___FinishReason.ValueType
@@ -363,6 +428,14 @@ class GenerateResponse(_message.Message):
     def stats(self) -> Global___GenerateStats:
         """set on the last response only"""
 
+    @_builtins.property
+    def logprobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenLogprob]:
+        """with GenerateRequest.logprobs: one per token_ids entry"""
+
+    @_builtins.property
+    def prompt_logprobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenLogprob]:
+        """with GenerateRequest.prompt_logprobs: first responses only"""
+
     def __init__(
         self,
         *,
@@ -372,10 +445,12 @@ class GenerateResponse(_message.Message):
         stats: Global___GenerateStats | None = ...,
         request_id: _builtins.str = ...,
         stop_sequence: _builtins.str = ...,
+        logprobs: _abc.Iterable[Global___TokenLogprob] | None = ...,
+        prompt_logprobs: _abc.Iterable[Global___TokenLogprob] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["stats", b"stats"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finish_reason", b"finish_reason", "request_id", b"request_id", "stats", b"stats", "stop_sequence", b"stop_sequence", "text", b"text", "token_ids", b"token_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finish_reason", b"finish_reason", "logprobs", b"logprobs", "prompt_logprobs", b"prompt_logprobs", "request_id", b"request_id", "stats", b"stats", "stop_sequence", b"stop_sequence", "text", b"text", "token_ids", b"token_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

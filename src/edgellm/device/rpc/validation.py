@@ -17,6 +17,7 @@ from edgellm.device.config import DaemonConfig
 from edgellm.device.constrain import load_library
 from edgellm.device.constrain.constraint import check_constraint_size
 from edgellm.device.generation import GenerationJob
+from edgellm.device.logprobs import MAX_TOP_LOGPROBS
 from edgellm.device.rpc.wire import job_from
 from edgellm.v1 import device_pb2
 
@@ -37,8 +38,11 @@ def check_generate(req: device_pb2.GenerateRequest, config: DaemonConfig) -> Non
     check_id("session_id", req.session_id)
     check_prompt(req)
     cap = config.server.max_new_tokens_cap
-    if req.max_new_tokens == 0:
-        raise InvalidArgument(f"max_new_tokens must be between 1 and this daemon's cap of {cap}")
+    if req.max_new_tokens == 0 and not req.prompt_logprobs:
+        raise InvalidArgument(
+            f"max_new_tokens must be between 1 and this daemon's cap of {cap} "
+            "(0 only with prompt_logprobs: scoring the prompt)"
+        )
     if req.max_new_tokens > cap:
         raise InvalidArgument(f"max_new_tokens {req.max_new_tokens} is above this daemon's cap of {cap}")
     if len(req.stop) > MAX_STOP_STRINGS or any(len(s) > MAX_STOP_CHARS for s in req.stop):
@@ -48,14 +52,27 @@ def check_generate(req: device_pb2.GenerateRequest, config: DaemonConfig) -> Non
         raise InvalidArgument(f"sampling.temperature must be >= 0 (0 = greedy), got {t}")
     if req.HasField("constraint"):
         check_constraint(req.constraint)
+    check_logprobs(req)
+
+
+def check_logprobs(req: device_pb2.GenerateRequest) -> None:
+    """top_logprobs within 0..20, and only where something is scored."""
+    if req.top_logprobs > MAX_TOP_LOGPROBS:
+        raise InvalidArgument(
+            f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}, got {req.top_logprobs}"
+        )
+    if req.top_logprobs and not (req.logprobs or req.prompt_logprobs):
+        raise InvalidArgument("top_logprobs needs logprobs or prompt_logprobs set")
 
 
 def check_prompt(req: device_pb2.GenerateRequest) -> None:
-    """Exactly one of prompt and messages; known roles; a chat that ends with something to answer."""
-    if req.prompt and req.messages:
-        raise InvalidArgument("give either prompt (raw text) or messages (chat), not both")
-    if not req.prompt and not req.messages:
-        raise InvalidArgument("the request has no prompt: set prompt or messages")
+    """Exactly one of prompt, messages and prompt_token_ids; known roles; a chat that ends with
+    something to answer."""
+    given = [bool(req.prompt), bool(req.messages), bool(req.prompt_token_ids)]
+    if sum(given) > 1:
+        raise InvalidArgument("give either prompt (raw text), messages (chat) or prompt_token_ids, not both")
+    if not any(given):
+        raise InvalidArgument("the request has no prompt: set prompt, messages or prompt_token_ids")
     for i, m in enumerate(req.messages):
         if m.role not in ROLES:
             raise InvalidArgument(f"messages[{i}].role must be one of {sorted(ROLES)}, got {m.role!r}")

@@ -13,6 +13,7 @@ from edgellm.device.decoding import FinishReason, Speculation
 from edgellm.device.generation import Delta, Event, GenerationJob, Stats
 from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
+from edgellm.device.logprobs import Logprob
 from edgellm.device.sampler import SamplingConfig
 from edgellm.device.store import StoreStatus
 from edgellm.engine.wire import artifact_info
@@ -64,6 +65,10 @@ def job_from(req: device_pb2.GenerateRequest, request_id: str, received_at: floa
         received_at=received_at,
         constraint=constraint_from(req.constraint) if req.HasField("constraint") else None,
         speculation=SPECULATION.get(req.speculation, Speculation.AUTO),
+        logprobs=req.logprobs,
+        top_logprobs=req.top_logprobs,
+        prompt_logprobs=req.prompt_logprobs,
+        prompt_token_ids=tuple(req.prompt_token_ids),
     )
 
 
@@ -101,13 +106,29 @@ def config_update_from(req: device_pb2.UpdateConfigRequest) -> ConfigUpdate:
 def generate_response(event: Event, request_id: str) -> device_pb2.GenerateResponse:
     """One GenerateResponse: a text delta, or the last message with the finish reason and stats."""
     if isinstance(event, Delta):
-        return device_pb2.GenerateResponse(text=event.text, token_ids=event.token_ids, request_id=request_id)
+        return device_pb2.GenerateResponse(
+            text=event.text,
+            token_ids=event.token_ids,
+            request_id=request_id,
+            logprobs=[logprob_message(lp) for lp in event.logprobs],
+            prompt_logprobs=[logprob_message(lp) for lp in event.prompt_logprobs],
+        )
     return device_pb2.GenerateResponse(
         request_id=request_id,
         finish_reason=FINISH[event.reason],
         stats=stats_message(event.stats),
         stop_sequence=event.stop_sequence,
     )
+
+
+def logprob_message(lp: Logprob) -> device_pb2.TokenLogprob:
+    """TokenLogprob from a Logprob (no logprob: a prompt's first token)."""
+    message = device_pb2.TokenLogprob(
+        token_id=lp.token, token=lp.text, top=[logprob_message(t) for t in lp.top]
+    )
+    if lp.logprob is not None:
+        message.logprob = lp.logprob
+    return message
 
 
 def stats_message(s: Stats) -> device_pb2.GenerateStats:
