@@ -35,8 +35,23 @@ def main() -> None:
             return PRE
 
     base.TextModel.get_vocab_base_pre = pre
+    _llama_takes_the_gpt2_vocab_path()
     sys.argv = [str(src / "convert_hf_to_gguf.py"), *sys.argv[2:]]
     runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+def _llama_takes_the_gpt2_vocab_path() -> None:
+    """Make LlamaModel.set_vocab fall through to `_set_vocab_gpt2`, as a real Llama-3 does."""
+    # Why: with SmolLM2's tokenizer.json the converter takes its LlamaHfVocab path, which writes
+    # the tokenizer's 49,152 tokens and no padding, and llama.cpp then refuses the 128,256-row
+    # token_embd ("wrong shape"). Real Llama-3 checkpoints reach `_set_vocab_gpt2` (the path the
+    # converter comments "Llama 3"), which pads the list to config.json's vocab_size.
+    from conversion import llama  # type: ignore[import-not-found]  # llama.cpp's source tree
+
+    def refuse(self: Any) -> None:
+        raise TypeError("bench: use the gpt2 vocab path")
+
+    llama.LlamaModel._set_vocab_llama_hf = refuse
 
 
 if __name__ == "__main__":
