@@ -46,7 +46,7 @@ def _llama_takes_the_gpt2_vocab_path() -> None:
     # the tokenizer's 49,152 tokens and no padding, and llama.cpp then refuses the 128,256-row
     # token_embd ("wrong shape"). Real Llama-3 checkpoints reach `_set_vocab_gpt2` (the path the
     # converter comments "Llama 3"), which pads the list to config.json's vocab_size.
-    from conversion import llama  # type: ignore[import-not-found]  # llama.cpp's source tree
+    from conversion import llama  # llama.cpp's source tree (on sys.path by main)
 
     def refuse(self: Any) -> None:
         raise TypeError("bench: use the gpt2 vocab path")
