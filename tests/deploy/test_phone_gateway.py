@@ -17,7 +17,7 @@ from edgellm.common.channel import ChannelSecurity
 from edgellm.common.tls import ClientTls
 from edgellm.deploy.device import deploy_device, deploy_status, deploy_stop, deploy_uninstall
 from edgellm.deploy.flow import STAMP_PATH
-from edgellm.deploy.phone_gateway import GATEWAY_KEY_PATH, GATEWAY_PORT
+from edgellm.deploy.phone_gateway import GATEWAY_KEY_PATH, GATEWAY_PORT, read_key_command
 from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.server import RunningGateway, start_gateway
 from tests.deploy.conftest import Rig, ThreadDaemon, free_port
@@ -126,3 +126,12 @@ def test_dry_run_says_the_key_stays_on_the_phone(gateway_rig: Rig) -> None:
     assert "gateway: would run" in text and "gateway forward: would run" in text
     assert f"gateway key: stays on the phone in {GATEWAY_KEY_PATH}" in text
     assert gateway_rig.phone.install_runs == 0
+
+
+def test_the_key_is_read_over_the_channel_the_deploy_used() -> None:
+    run_as = read_key_command("run-as", "R5CT", 58022, Path("/k"))
+    assert run_as == f"adb -s R5CT shell run-as com.termux cat {GATEWAY_KEY_PATH}"
+    assert (
+        read_key_command("ssh", "R5CT", 58022, Path("/k"))
+        == f"ssh -p 58022 -i /k 127.0.0.1 cat {GATEWAY_KEY_PATH}"
+    )

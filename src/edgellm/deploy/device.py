@@ -58,6 +58,7 @@ from edgellm.deploy.phone_gateway import (
     gateway_service_step,
     gateway_status,
     key_lines,
+    read_key_command,
     wait_gateway,
 )
 from edgellm.deploy.probe import PhoneFacts, check_termux, keepalive_status, probe
@@ -260,7 +261,8 @@ def _report_gateway(config: DeployConfig, channel_name: str, serial: str, io: De
     base = f"http://127.0.0.1:{config.gateway_port}"
     state = wait_gateway(base, config.health_timeout_s, want_model=config.artifact is not None)
     io.out(f"gateway reachable at {base}: {state}")
-    for line in key_lines(channel_name, serial, config.gateway_port):
+    read = read_key_command(channel_name, serial, config.ssh_local_port, config.ssh_keys.private)
+    for line in key_lines(read, config.gateway_port):
         io.out(line)
 
 

@@ -12,6 +12,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from edgellm.common.logs import get_logger
 from edgellm.deploy.adb import DeployError
@@ -92,17 +93,19 @@ def _message(raw: bytes) -> str:
         return raw.decode(errors="replace")[:200]
 
 
-def key_lines(channel_name: str, serial: str, local_port: int) -> list[str]:
+def key_lines(read_command: str, local_port: int) -> list[str]:
     """Where the gateway's key is and how to read it: printed, never copied off the phone."""
-    read = (
-        f"adb -s {serial} shell run-as com.termux cat {GATEWAY_KEY_PATH}"
-        if channel_name == "run-as"
-        else f"in Termux: cat {GATEWAY_KEY_PATH} (or over ssh)"
-    )
     return [
         f"gateway: OpenAI base URL http://127.0.0.1:{GATEWAY_PORT}/v1 on the phone, "
         f"http://127.0.0.1:{local_port}/v1 here (adb forward)",
         f"gateway API key: on the phone in {GATEWAY_KEY_PATH} (0600; not copied here). Read it with:",
-        f"  {read}",
+        f"  {read_command}",
         "  clients send it as the bearer token (OpenAI SDK: api_key=<its contents>); docs/deploy.md",
     ]
+
+
+def read_key_command(channel_name: str, serial: str, ssh_port: int, ssh_key: Path) -> str:
+    """The host command that prints the key, over the channel the deploy used (run-as or ssh)."""
+    if channel_name == "run-as":
+        return f"adb -s {serial} shell run-as com.termux cat {GATEWAY_KEY_PATH}"
+    return f"ssh -p {ssh_port} -i {ssh_key} 127.0.0.1 cat {GATEWAY_KEY_PATH}"
