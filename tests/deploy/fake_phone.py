@@ -155,6 +155,13 @@ class FakePhone:
             self.gateway_service = "run"
             self.gateway_restarts += 1
             return 0, f"ok: run: {GATEWAY_SERVICE}: (pid 4343) 0s\n", ""
+        if script == f"sv restart {GATEWAY_SERVICE}" and self.gateway_service != "absent":
+            self.gateway_service = "run"
+            self.gateway_restarts += 1
+            return 0, f"ok: run: {GATEWAY_SERVICE}: (pid 4444) 0s\n", ""
+        if script == "edgellm token rotate --daemon":
+            self.files[TOKEN_PATH] = b"rotated-daemon-token\n"
+            return 0, "rotated the daemon's token\n", ""
         if script == f"sv down {GATEWAY_SERVICE}":
             self.gateway_service = "down" if self.gateway_service != "absent" else "absent"
             return 0, f"ok: down: {GATEWAY_SERVICE}: 0s\n", ""

@@ -15,7 +15,13 @@ import pytest
 
 from edgellm.common.channel import ChannelSecurity
 from edgellm.common.tls import ClientTls
-from edgellm.deploy.device import deploy_device, deploy_status, deploy_stop, deploy_uninstall
+from edgellm.deploy.device import (
+    deploy_device,
+    deploy_rotate_token,
+    deploy_status,
+    deploy_stop,
+    deploy_uninstall,
+)
 from edgellm.deploy.flow import STAMP_PATH
 from edgellm.deploy.phone_gateway import GATEWAY_KEY_PATH, GATEWAY_PORT, read_key_command
 from edgellm.gateway.config import GatewayConfig
@@ -135,3 +141,15 @@ def test_the_key_is_read_over_the_channel_the_deploy_used() -> None:
         read_key_command("ssh", "R5CT", 58022, Path("/k"))
         == f"ssh -p 58022 -i /k 127.0.0.1 cat {GATEWAY_KEY_PATH}"
     )
+
+
+def test_rotating_the_daemon_token_restarts_the_gateway_that_holds_it(gateway_rig: Rig) -> None:
+    """The phone's gateway reads the daemon's token at start; the daemon refuses the old one at once."""
+    rig = gateway_rig
+    deploy_device(rig.config, rig.io)
+    assert rig.phone.gateway_restarts == 1
+    deploy_rotate_token(rig.config, rig.io)
+    assert rig.config.token_path().read_text().strip() == "rotated-daemon-token"
+    assert rig.phone.gateway_restarts == 2 and rig.phone.gateway_service == "run"
+    assert "restarted the phone's gateway" in rig.output[-1]
+    assert_only_real_commands(rig)

@@ -314,6 +314,13 @@ def deploy_rotate_token(config: DeployConfig, io: DeployIO | None = None) -> Non
         raise DeployError(f"could not rotate the token on the phone: {r.stdout}{r.stderr}")
     fetch_token(channel, config.token_path())
     io.out(f"rotated the phone daemon's token; the new one is in {config.token_path()} (0600)")
+    if gateway_running(channel):
+        # Why restart: the gateway reads the daemon's token once, at start (ChannelSecurity.find);
+        # the daemon refuses the old one at once, so the running gateway would get UNAUTHENTICATED.
+        r = channel.run(f"sv restart {GATEWAY_SERVICE}")
+        if not r.ok:
+            raise DeployError(f"could not restart the gateway with the new token: {r.stdout}{r.stderr}")
+        io.out("restarted the phone's gateway, which reads the daemon's token at start")
 
 
 def deploy_stop(config: DeployConfig, io: DeployIO | None = None) -> None:
