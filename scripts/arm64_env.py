@@ -9,7 +9,8 @@ qemu-aarch64-static with `-L ROOT` (no binfmt_misc, no chroot):
 - root/  Debian 13 (trixie) arm64 python3 (3.13, Termux's version) unpacked by `mmdebstrap
          --variant=extract`: nothing of the root runs at build time, so no emulation is needed.
 - site/  `pip install --target --platform manylinux_2_17_aarch64 --only-binary=:all:` of the
-         edgellm wheel's phone set, `[device,client]`: mnn, numpy, grpcio, protobuf, structlog, tqdm. The
+         edgellm wheel's phone set, `[device,client,gateway]`: mnn, numpy, grpcio, protobuf, structlog,
+         tqdm, and the gateway's starlette, uvicorn (h11), prometheus-client. The
          grpcio family is pinned to the oldest release pyproject allows (the 1.81 line Termux's
          `pkg` ships); nothing of the host side (torch, transformers) is installed.
 - tools/ pytest and its plugins (pure Python), only on the path of the emulated unit tests.
@@ -61,8 +62,9 @@ def log(msg: str) -> None:
 
 
 # The phone's set: deploy/termux/install.sh pip-installs the wheel with [client] beside the
-# [device] packages (numpy and grpcio from pkg, MNN built from source). No matplotlib (`plot`).
-PHONE_EXTRAS = ("device", "client")
+# [device] packages (numpy and grpcio from pkg, MNN built from source), and with [gateway] too when
+# deployed with `--gateway` (pure-Python wheels only, docs/gateway.md). No matplotlib (`plot`).
+PHONE_EXTRAS = ("device", "client", "gateway")
 
 
 def device_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
@@ -299,6 +301,7 @@ WARM_IMPORTS = (
     "edgellm.cli",
     "edgellm.device.rpc.server",
     "edgellm.client.client",
+    "edgellm.gateway.server",
     "pytest",
     "pytest_asyncio",
     "pytest_timeout",
@@ -320,7 +323,7 @@ def facts(env: ArmEnv) -> dict[str, object]:
     probe = (
         "import json, os, platform, sys, importlib.metadata as md, importlib.util as u\n"
         "d = {'machine': os.uname().machine, 'python': platform.python_version(), 'platform': sys.platform}\n"
-        "for n in ('mnn', 'numpy', 'grpcio', 'protobuf', 'structlog', 'edgellm'):\n"
+        "for n in ('mnn', 'numpy', 'grpcio', 'protobuf', 'structlog', 'starlette', 'uvicorn', 'edgellm'):\n"
         "    d[n] = md.version(n)\n"
         "d['host_side_importable'] = [m for m in ('torch', 'transformers', 'tqdm', 'matplotlib')"
         " if u.find_spec(m)]\n"

@@ -21,6 +21,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from edgellm.common.tls import ClientTls
 from scripts.arm64_env import ArmEnv, ensure
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,8 +88,20 @@ def mnn_backend(log_text: str, precision: str) -> str:
     return "Arm82Backend (fp16)" if fp16 and precision == "low" else "CPUBackend (fp32)"
 
 
-def wait_serving(daemon: EmulatedDaemon, timeout_s: float = START_TIMEOUT_S) -> None:
-    """Wait until the daemon logs its port and its health check says SERVING (model loaded)."""
+def _health_channel(target: str, tls: ClientTls | None) -> grpc.Channel:
+    if tls is None:
+        return grpc.insecure_channel(target)
+    credentials, options = tls.credentials(target)
+    return grpc.secure_channel(target, credentials, options)
+
+
+def wait_serving(
+    daemon: EmulatedDaemon, timeout_s: float = START_TIMEOUT_S, tls_of: Path | None = None
+) -> None:
+    """Wait until the daemon logs its port and its health check says SERVING (model loaded).
+
+    tls_of: the daemon's certificate file (a daemon with its token and TLS): health over TLS to it.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if daemon.process.poll() is not None:
@@ -98,7 +111,8 @@ def wait_serving(daemon: EmulatedDaemon, timeout_s: float = START_TIMEOUT_S) -> 
         listening = daemon.events("daemon_listening")
         if listening:
             daemon.port = int(str(listening[-1]["port"]))
-            with grpc.insecure_channel(daemon.target) as channel:
+            tls = ClientTls(roots=tls_of.read_bytes()) if tls_of is not None else None
+            with _health_channel(daemon.target, tls) as channel:
                 try:
                     reply = health_pb2_grpc.HealthStub(channel).Check(
                         health_pb2.HealthCheckRequest(), timeout=10
@@ -112,9 +126,19 @@ def wait_serving(daemon: EmulatedDaemon, timeout_s: float = START_TIMEOUT_S) -> 
 
 
 def start_daemon(
-    env: ArmEnv, artifact: Path, data_dir: Path, log_path: Path, extra: Sequence[str] = ()
+    env: ArmEnv,
+    artifact: Path,
+    data_dir: Path,
+    log_path: Path,
+    extra: Sequence[str] = (),
+    secure: bool = False,
+    environ: dict[str, str] | None = None,
 ) -> EmulatedDaemon:
-    """`edgellm daemon` on the emulated CPU, port 0 (read back from its log), the sd8gen3 sysfs tree."""
+    """`edgellm daemon` on the emulated CPU, port 0 (read back from its log), the sd8gen3 sysfs tree.
+
+    secure: with its token and TLS as on the phone (made in data_dir on first start), not
+    --insecure-loopback.
+    """
     args = [
         "-m",
         "edgellm.cli",
@@ -130,7 +154,8 @@ def start_daemon(
         str(SD8G3),
         "--warmup-tokens",
         "32",  # the default 256 costs minutes under emulation and only sizes memory pools
-        "--insecure-loopback",  # the host-side test client carries no token (auth: tests/rpc/test_auth.py)
+        # Insecure by default: the host-side test client carries no token (auth: tests/rpc/test_auth.py).
+        *([] if secure else ["--insecure-loopback"]),
         "--threads",
         "2",  # pinned: autotune would load the model once per candidate, minutes each under emulation
         # Why off: with drafting on, the load also times ~25 verify forwards after the warm-up
@@ -147,15 +172,34 @@ def start_daemon(
         *extra,
     ]
     log = log_path.open("wb")
-    process = subprocess.Popen(env.command(args), env=env.environ(), stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        env.command(args), env=environ or env.environ(), stdout=log, stderr=subprocess.STDOUT
+    )
     log.close()
     daemon = EmulatedDaemon(process, log_path)
     try:
-        wait_serving(daemon)
+        wait_serving(daemon, tls_of=data_dir / "tls" / "cert.pem" if secure else None)
     except BaseException:
         daemon.stop()
         raise
     return daemon
+
+
+ARM_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`pytest tests/arm -k NAME` runs the emulated tests it names, by themselves.
+
+    Why: addopts' default -m ("not arm or arm_smoke") keeps all but the smoke out of `make test`; a
+    command that points at tests/arm and picks tests with -k, giving no -m of its own, asks for
+    them by name, so only `slow` stays out (`make test-arm` passes its own -m).
+    """
+    args = [str(a) for a in config.invocation_params.args]
+    own_m = any(a == "-m" or (a.startswith("-m") and not a.startswith("--")) for a in args)
+    paths = [Path(a.split("::")[0]).resolve() for a in args if not a.startswith("-")]
+    if config.option.keyword and not own_m and any(p.is_relative_to(ARM_TESTS) for p in paths):
+        config.option.markexpr = "not slow"
 
 
 @pytest.fixture(scope="session")

@@ -134,7 +134,8 @@ def test_push_and_load_of_a_second_artifact(arm_daemon: EmulatedDaemon, second_a
 def test_the_phone_set_has_no_matplotlib_and_its_own_cli_reads_the_status(
     arm_env: ArmEnv, arm_daemon: EmulatedDaemon
 ) -> None:
-    """The emulated env holds exactly what the phone installs (edgellm[device,client]); its CLI works."""
+    """The emulated env holds what the phone installs (edgellm[device,client], with --gateway also
+    [gateway]); its CLI works."""
     from scripts.arm64_env import facts
 
     found = facts(arm_env)

@@ -14,8 +14,11 @@ from pathlib import Path
 
 from edgellm.deploy.channel import BASH, HOME, PREFIX, PROLOGUE_MARKER
 from edgellm.deploy.flow import CERT_PATH, CONSTRAINED_PATH, DAEMON_LOG, SERVICE_START, STAMP_PATH, TOKEN_PATH
+from edgellm.deploy.phone_gateway import GATEWAY_KEY_PATH, GATEWAY_SERVICE
 
 SERVICE_DIR = f"{PREFIX}/var/service/edgellm"
+GATEWAY_SERVICE_DIR = f"{PREFIX}/var/service/{GATEWAY_SERVICE}"
+GATEWAY_START = SERVICE_START + f"sv-enable {GATEWAY_SERVICE} >/dev/null 2>&1; sv restart {GATEWAY_SERVICE}"
 BOOT_SCRIPT = f"{HOME}/.termux/boot/start-edgellm"
 
 
@@ -40,6 +43,9 @@ class FakePhone:
     device_config: dict[str, str] = field(default_factory=dict)
     doze_whitelist: set[str] = field(default_factory=set)
     service: str = "absent"  # absent | down | run
+    gateway_service: str = "absent"  # the same for edgellm-gateway (install.sh --gateway)
+    gateway_key: str = ""  # what install.sh --gateway writes to ~/.config/edgellm/gateway-key
+    gateway_restarts: int = 0
     daemon_token: str = ""  # what install.sh writes to ~/.edgellm/token (the real daemon's token)
     daemon_cert: str = ""  # what the daemon's first start writes to ~/.edgellm/tls/cert.pem (its real one)
     install_fails: bool = False
@@ -134,13 +140,31 @@ class FakePhone:
         if m := re.fullmatch(r"cat (\S+) 2>/dev/null; true", script):
             return 0, self.files.get(shlex.split(m.group(1))[0], b"").decode(), ""
         if m := re.fullmatch(
-            r"mkdir -p \S+ && bash (\S+)/install\.sh --wheel (\S+) --stamp (\w+) 2>&1 \| tee \S+; "
-            r"exit \$\{PIPESTATUS\[0\]\}",
+            r"mkdir -p \S+ && bash (\S+)/install\.sh --wheel (\S+) --stamp (\w+)( --gateway)? 2>&1 "
+            r"\| tee \S+; exit \$\{PIPESTATUS\[0\]\}",
             script,
         ):
-            return self._install(m.group(1), m.group(2), m.group(3))
+            return self._install(m.group(1), m.group(2), m.group(3), bool(m.group(4)))
         if script == "sv status edgellm":
             return self._sv_status()
+        if script == f"sv status {GATEWAY_SERVICE}":
+            return self._gateway_status()
+        if script == GATEWAY_START:
+            if self.gateway_service == "absent":
+                return 1, "", f"fail: {GATEWAY_SERVICE}: unable to change to service directory\n"
+            self.gateway_service = "run"
+            self.gateway_restarts += 1
+            return 0, f"ok: run: {GATEWAY_SERVICE}: (pid 4343) 0s\n", ""
+        if script == f"sv restart {GATEWAY_SERVICE}" and self.gateway_service != "absent":
+            self.gateway_service = "run"
+            self.gateway_restarts += 1
+            return 0, f"ok: run: {GATEWAY_SERVICE}: (pid 4444) 0s\n", ""
+        if script == "edgellm token rotate --daemon":
+            self.files[TOKEN_PATH] = b"rotated-daemon-token\n"
+            return 0, "rotated the daemon's token\n", ""
+        if script == f"sv down {GATEWAY_SERVICE}":
+            self.gateway_service = "down" if self.gateway_service != "absent" else "absent"
+            return 0, f"ok: down: {GATEWAY_SERVICE}: 0s\n", ""
         if script == SERVICE_START + "sv restart edgellm":
             if self.service == "absent":
                 return 1, "", "fail: edgellm: unable to change to service directory: file does not exist\n"
@@ -158,15 +182,15 @@ class FakePhone:
             return 0, "".join(line + "\n" for line in text), ""
         if "sv-disable edgellm" in script and "pip uninstall -y edgellm" in script:
             self.service = "absent"
-            for path in [
-                p for p in self.files if p.startswith((SERVICE_DIR, BOOT_SCRIPT, f"{HOME}/.edgellm/deploy"))
-            ]:
+            self.gateway_service = "absent"
+            removed = (SERVICE_DIR + "/", GATEWAY_SERVICE_DIR + "/", BOOT_SCRIPT, f"{HOME}/.edgellm/deploy")
+            for path in [p for p in self.files if p.startswith(removed)]:
                 del self.files[path]
             return 0, "", ""
         self.unknown.append(script)
         return 127, "", f"bash: {script.split()[0]}: command not found\n"
 
-    def _install(self, deploy_dir: str, wheel: str, stamp: str) -> tuple[int, str, str]:
+    def _install(self, deploy_dir: str, wheel: str, stamp: str, gateway: bool) -> tuple[int, str, str]:
         self.install_runs += 1
         if f"{deploy_dir}/install.sh" not in self.files or wheel not in self.files:
             return 1, "bash: install.sh: No such file or directory\n", ""
@@ -183,6 +207,12 @@ class FakePhone:
         self.files.setdefault(DAEMON_LOG, b"2026-12-02 daemon_listening port=50051\n")
         if self.service == "absent":
             self.service = "down"
+        if gateway:
+            for name, dst in (("gateway-run", "run"), ("gateway-log-run", "log/run")):
+                self.files[f"{GATEWAY_SERVICE_DIR}/{dst}"] = self.files[f"{deploy_dir}/{name}"]
+            self.files.setdefault(GATEWAY_KEY_PATH, (self.gateway_key + "\n").encode())
+            if self.gateway_service == "absent":
+                self.gateway_service = "down"
         return 0, "[edgellm-install] done\n", ""
 
     def _sv_status(self) -> tuple[int, str, str]:
@@ -191,6 +221,12 @@ class FakePhone:
         if self.service == "down":
             return 0, "down: edgellm: 3s, normally up; run: log: (pid 4241) 12s\n", ""
         return 1, "fail: edgellm: unable to change to service directory: file does not exist\n", ""
+
+    def _gateway_status(self) -> tuple[int, str, str]:
+        if self.gateway_service in ("run", "down"):
+            state = f"{self.gateway_service}: {GATEWAY_SERVICE}: (pid 4343) 5s"
+            return 0, f"{state}; run: log: (pid 4342) 5s\n", ""
+        return 1, f"fail: {GATEWAY_SERVICE}: unable to change to service directory: file does not exist\n", ""
 
     def read(self, path: str) -> bytes:
         return self.files[path]

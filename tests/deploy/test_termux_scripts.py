@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ SCRIPTS = [
     TERMUX / "service" / "log" / "run",
     TERMUX / "boot" / "start-edgellm",
 ]
+GATEWAY_SCRIPTS = [TERMUX / "gateway" / "run", TERMUX / "gateway" / "log" / "run"]
 
 
 def shellcheck_binary() -> str | None:
@@ -32,7 +34,8 @@ def shellcheck_binary() -> str | None:
 def test_scripts_pass_shellcheck() -> None:
     binary = shellcheck_binary()
     assert binary is not None
-    r = subprocess.run([binary, "--severity=style", *map(str, SCRIPTS)], capture_output=True, text=True)
+    scripts = map(str, [*SCRIPTS, *GATEWAY_SCRIPTS])
+    r = subprocess.run([binary, "--severity=style", *scripts], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -72,7 +75,8 @@ def termux(tmp_path: Path) -> dict[str, str]:
     home.mkdir()
     deploy = home / ".edgellm" / "deploy"
     deploy.mkdir(parents=True)
-    for src, name in zip(SCRIPTS, ["install.sh", "run", "log-run", "start-edgellm"], strict=True):
+    names = ["install.sh", "run", "log-run", "start-edgellm", "gateway-run", "gateway-log-run"]
+    for src, name in zip([*SCRIPTS, *GATEWAY_SCRIPTS], names, strict=True):
         shutil.copy(src, deploy / name)
     (deploy / "edgellm-0.1.0-py3-none-any.whl").write_bytes(b"wheel")
     return {
@@ -173,3 +177,91 @@ def test_log_run_and_boot_script(termux: dict[str, str]) -> None:
     assert calls(termux) == [f"svlogd -tt {termux['PREFIX']}/var/log/sv/edgellm"]
     subprocess.run(["sh", str(TERMUX / "boot" / "start-edgellm")], env=termux, check=True)
     assert calls(termux) == ["termux-wake-lock ", "start-services"]
+
+
+def test_installer_with_gateway_adds_its_pure_extra_a_0600_key_and_a_service(termux: dict[str, str]) -> None:
+    r = run_install(termux, "--gateway")
+    assert r.returncode == 0, r.stdout + r.stderr
+    pip = [c for c in calls(termux) if c.startswith("pip install")]
+    assert len(pip) == 1 and pip[0].endswith(".whl[client,gateway]")
+    assert "starlette,anyio,idna,typing-extensions,uvicorn,h11,click,prometheus-client" in pip[0]
+    home, prefix = Path(termux["HOME"]), Path(termux["PREFIX"])
+    key = home / ".config" / "edgellm" / "gateway-key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and stat.S_IMODE(key.parent.stat().st_mode) == 0o700
+    made = key.read_text()
+    assert len(made) == 43 and "\n" not in made  # 32 random bytes, base64url without padding
+    service = prefix / "var" / "service" / "edgellm-gateway"
+    assert os.access(service / "run", os.X_OK) and os.access(service / "log" / "run", os.X_OK)
+    assert run_install(termux, "--gateway").returncode == 0
+    assert key.read_text() == made  # a re-run keeps the key callers already hold
+
+
+def test_installer_without_gateway_installs_none_of_it(termux: dict[str, str]) -> None:
+    assert run_install(termux).returncode == 0
+    assert not (Path(termux["HOME"]) / ".config" / "edgellm" / "gateway-key").exists()
+    assert not (Path(termux["PREFIX"]) / "var" / "service" / "edgellm-gateway").exists()
+
+
+def test_gateway_run_waits_for_the_daemon_certificate_then_serves_on_loopback(termux: dict[str, str]) -> None:
+    run_script = TERMUX / "gateway" / "run"
+    r = subprocess.run(["sh", str(run_script)], env=termux, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "waiting for the daemon's certificate" in r.stdout
+    assert calls(termux) == []
+    home = Path(termux["HOME"])
+    (home / ".edgellm" / "tls").mkdir(parents=True)
+    (home / ".edgellm" / "tls" / "cert.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    subprocess.run(["sh", str(run_script)], env=termux, check=True, timeout=30)
+    assert calls(termux) == [
+        "edgellm gateway --host 127.0.0.1 --port 8080 --target 127.0.0.1:50051 "
+        f"--token-file {home}/.edgellm/token --api-key-file {home}/.config/edgellm/gateway-key"
+    ]
+    subprocess.run(["sh", str(TERMUX / "gateway" / "log" / "run")], env=termux, check=True)
+    assert calls(termux) == [f"svlogd -tt {termux['PREFIX']}/var/log/sv/edgellm-gateway"]
+
+
+def _closure(requirements: list[str], env: dict[str, str]) -> dict[str, list[str]]:
+    """The installed distributions REQUIREMENTS pull in (markers evaluated for ENV), with their
+    wheel tags, read from this venv's metadata."""
+    from importlib.metadata import distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    found: dict[str, list[str]] = {}
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in found or (req.marker is not None and not req.marker.evaluate({**env, "extra": ""})):
+            continue
+        dist = distribution(name)
+        wheel = (dist.read_text("WHEEL") or "").splitlines()
+        found[name] = [line.split(":", 1)[1].strip() for line in wheel if line.startswith("Tag:")]
+        todo += [Requirement(r) for r in dist.requires or []]
+    return found
+
+
+def test_the_gateway_extra_is_pure_python_wheels_and_install_sh_holds_pip_to_them() -> None:
+    """Termux's pip builds anything without a wheel for it from source: the gateway's closure on the
+    phone's Python (3.13, Android) must be py3-none-any wheels only, and install.sh's
+    --only-binary list must name every one of them."""
+    import tomllib
+
+    pyproject = tomllib.loads((TERMUX.parents[3] / "pyproject.toml").read_text())
+    gateway = pyproject["project"]["optional-dependencies"]["gateway"]
+    phone = {
+        "python_version": "3.13",
+        "python_full_version": "3.13.5",
+        "sys_platform": "android",
+        "platform_system": "Android",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "os_name": "posix",
+        "platform_machine": "aarch64",
+    }
+    closure = _closure([r.split("#")[0].strip() for r in gateway], phone)
+    assert {"starlette", "uvicorn", "h11", "prometheus-client", "anyio"} <= closure.keys()
+    assert {n: t for n, t in closure.items() if not any(tag.endswith("-none-any") for tag in t)} == {}
+    script = (TERMUX / "install.sh").read_text()
+    listed = script.split('ONLY_BINARY="$ONLY_BINARY,', 1)[1].split('"', 1)[0].split(",")
+    assert sorted(closure) == sorted(listed)

@@ -25,12 +25,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         a.add_argument("--serial", default=None, help="adb serial (needed when several phones are attached)")
         a.add_argument("--port", type=int, default=50051, help="host port forwarded to the daemon")
         a.add_argument("--yes", action="store_true", help="accept the keep-alive and ssh prompts")
+        a.add_argument(
+            "--gateway-port", type=int, default=8080, help="host port forwarded to the phone's gateway"
+        )
         if name == "device":
             a.add_argument("--artifact", default=None, help="artifact directory to push, or 'default'")
             a.add_argument("--wheel", type=Path, default=None, help="prebuilt edgellm wheel (else built)")
             a.add_argument(
                 "--dry-run", action="store_true", help="print every step without changing anything"
             )
+            a.add_argument(
+                "--gateway", action="store_true",
+                help="also run the OpenAI gateway on the phone (127.0.0.1:8080 there, its own API key; "
+                "docs/deploy.md)",
+            )  # fmt: skip
         if name == "logs":
             a.add_argument("-n", "--lines", type=int, default=100, help="how many of the last lines to show")
         a.set_defaults(handler=run)
@@ -57,6 +65,8 @@ def run(ns: argparse.Namespace) -> int:
         dry_run=getattr(ns, "dry_run", False),
         assume_yes=ns.yes,
         wheel=getattr(ns, "wheel", None),
+        gateway=getattr(ns, "gateway", False),
+        gateway_port=ns.gateway_port,
     )
     try:
         if ns.action == "device":

@@ -50,6 +50,17 @@ from edgellm.deploy.flow import (
     service_step,
     wait_health,
 )
+from edgellm.deploy.phone_gateway import (
+    GATEWAY_KEY_PATH,
+    GATEWAY_PORT,
+    GATEWAY_SERVICE,
+    gateway_running,
+    gateway_service_step,
+    gateway_status,
+    key_lines,
+    read_key_command,
+    wait_gateway,
+)
 from edgellm.deploy.probe import PhoneFacts, check_termux, keepalive_status, probe
 
 log = get_logger(__name__)
@@ -110,6 +121,8 @@ class DeployConfig:
     # Where the phone's token is kept (0600); None: its own file for the forwarded address, so the
     # host service and a local daemon never share the phone's token (L14).
     token_file: Path | None = None
+    gateway: bool = False  # also the OpenAI gateway on the phone, as a service beside the daemon
+    gateway_port: int = GATEWAY_PORT  # host port forwarded to the phone's gateway
 
     def token_path(self) -> Path:
         """The file the phone's token goes to."""
@@ -185,7 +198,7 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
     state = DeployState()
     with tempfile.TemporaryDirectory(prefix="edgellm-wheel-") as tmp:
         wheel = config.wheel or build_wheel(Path(tmp), io.runner)
-        files = DeviceFiles.for_wheel(wheel)
+        files = DeviceFiles.for_wheel(wheel, config.gateway)
         steps = [
             keepalive_step(phone, facts, confirm, state),
             files_step(channel, files, state),
@@ -193,14 +206,15 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
             service_step(channel, state),
             forward_step(phone, config.local_port, DAEMON_PORT),
         ]
+        if config.gateway:
+            steps += [
+                gateway_service_step(channel, state),
+                forward_step(phone, config.gateway_port, GATEWAY_PORT, "gateway forward"),
+            ]
         reports = run_plan(steps, config.dry_run, io.out)
     target = f"127.0.0.1:{config.local_port}"
     if config.dry_run:
-        if config.artifact is not None:
-            io.out(f"[-] artifact: would push {config.artifact} with the resumable push and load it")
-        io.out(f"[-] certificate: would read {CERT_PATH} from the phone and trust it ({trusted_dir()})")
-        io.out(f"[-] health: would wait for {target}")
-        io.out(f"[-] token: would copy {TOKEN_PATH} from the phone to {config.token_path()} (0600)")
+        _dry_run_rest(config, target, io)
         return reports
     cert = fetch_cert(channel, f"phone-{facts.serial}", config.health_timeout_s)
     io.out(f"daemon certificate: {cert.pin} (trusted: {cert.where})")
@@ -217,6 +231,8 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
             channel.run(f"printf '%s\\n' {shlex.quote(model)} > {MODEL_PATH}")
         status = wait_health(target, config.health_timeout_s, want_serving=True, tls=tls)
         io.out(f"model {model} loaded: {status}")
+    if config.gateway:
+        _report_gateway(config, channel.name, facts.serial, io)
     io.out(constrained_line(channel))
     for message in state.messages:
         io.out(f"warning: {message}")
@@ -225,6 +241,29 @@ def deploy_device(config: DeployConfig, io: DeployIO | None = None) -> list[Step
         f"  edgellm status --target {target}\nLogs: edgellm deploy logs; stop: edgellm deploy stop"
     )
     return reports
+
+
+def _dry_run_rest(config: DeployConfig, target: str, io: DeployIO) -> None:
+    """What a dry run would do after the plan: push, trust, health, token, gateway."""
+    if config.artifact is not None:
+        io.out(f"[-] artifact: would push {config.artifact} with the resumable push and load it")
+    io.out(f"[-] certificate: would read {CERT_PATH} from the phone and trust it ({trusted_dir()})")
+    io.out(f"[-] health: would wait for {target}")
+    io.out(f"[-] token: would copy {TOKEN_PATH} from the phone to {config.token_path()} (0600)")
+    if config.gateway:
+        io.out(f"[-] gateway: would wait for http://127.0.0.1:{config.gateway_port}/health")
+        io.out(f"[-] gateway key: stays on the phone in {GATEWAY_KEY_PATH} (0600)")
+
+
+def _report_gateway(config: DeployConfig, channel_name: str, serial: str, io: DeployIO) -> None:
+    """Wait for the phone's gateway through its forward (a model loaded when one was pushed) and
+    say where its key is."""
+    base = f"http://127.0.0.1:{config.gateway_port}"
+    state = wait_gateway(base, config.health_timeout_s, want_model=config.artifact is not None)
+    io.out(f"gateway reachable at {base}: {state}")
+    read = read_key_command(channel_name, serial, config.ssh_local_port, config.ssh_keys.private)
+    for line in key_lines(read, config.gateway_port):
+        io.out(line)
 
 
 def _connected(config: DeployConfig, io: DeployIO) -> tuple[Phone, PhoneFacts, Channel]:
@@ -248,6 +287,7 @@ def deploy_status(config: DeployConfig, io: DeployIO | None = None) -> dict[str,
         "forward": f"tcp:{config.local_port} -> {forward}",
         "phantom-process killer": phantom,
         "doze whitelist": "yes" if keep.doze_whitelisted else "NO (daemon may be frozen)",
+        "gateway": gateway_status(channel),
         "boot script": "yes" if read_remote(channel, f"{HOME}/.termux/boot/start-edgellm") else "no",
         "model": read_remote(channel, MODEL_PATH) or "none",
     }
@@ -274,15 +314,25 @@ def deploy_rotate_token(config: DeployConfig, io: DeployIO | None = None) -> Non
         raise DeployError(f"could not rotate the token on the phone: {r.stdout}{r.stderr}")
     fetch_token(channel, config.token_path())
     io.out(f"rotated the phone daemon's token; the new one is in {config.token_path()} (0600)")
+    if gateway_running(channel):
+        # Why restart: the gateway reads the daemon's token once, at start (ChannelSecurity.find);
+        # the daemon refuses the old one at once, so the running gateway would get UNAUTHENTICATED.
+        r = channel.run(f"sv restart {GATEWAY_SERVICE}")
+        if not r.ok:
+            raise DeployError(f"could not restart the gateway with the new token: {r.stdout}{r.stderr}")
+        io.out("restarted the phone's gateway, which reads the daemon's token at start")
 
 
 def deploy_stop(config: DeployConfig, io: DeployIO | None = None) -> None:
     """Stop the service (it stays installed and starts again at boot) and remove the forward."""
     io = io or DeployIO()
     phone, _, channel = _connected(config, io)
+    if gateway_running(channel):
+        channel.run(f"sv down {GATEWAY_SERVICE}")
     if service_running(channel):
         channel.run(f"sv down {SERVICE}")
     phone.remove_forward(config.local_port)
+    _remove_gateway_forward(phone, config.gateway_port)
     io.out("stopped; `edgellm deploy device` starts it again")
 
 
@@ -291,9 +341,18 @@ def deploy_uninstall(config: DeployConfig, io: DeployIO | None = None) -> None:
     io = io or DeployIO()
     phone, _, channel = _connected(config, io)
     channel.run(
-        SERVICE_START + f"sv down {SERVICE} 2>/dev/null; sv-disable {SERVICE} 2>/dev/null; "
-        f"rm -rf {PREFIX}/var/service/{SERVICE} {HOME}/.termux/boot/start-edgellm {REMOTE_DIR}; "
+        SERVICE_START + f"sv down {SERVICE} {GATEWAY_SERVICE} 2>/dev/null; "
+        f"sv-disable {SERVICE} 2>/dev/null; sv-disable {GATEWAY_SERVICE} 2>/dev/null; "
+        f"rm -rf {PREFIX}/var/service/{SERVICE} {PREFIX}/var/service/{GATEWAY_SERVICE} "
+        f"{HOME}/.termux/boot/start-edgellm {REMOTE_DIR}; "
         "pip uninstall -y edgellm >/dev/null 2>&1; true"
     )
     phone.remove_forward(config.local_port)
-    io.out("uninstalled (models in ~/.edgellm and Termux packages are kept)")
+    _remove_gateway_forward(phone, config.gateway_port)
+    io.out("uninstalled (models and keys in ~/.edgellm and ~/.config/edgellm, and Termux packages, are kept)")
+
+
+def _remove_gateway_forward(phone: Phone, local_port: int) -> None:
+    """Remove LOCAL_PORT's forward when it leads to the phone's gateway (never another rule)."""
+    if phone.forwards().get(local_port) == f"tcp:{GATEWAY_PORT}":
+        phone.remove_forward(local_port)

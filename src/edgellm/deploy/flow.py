@@ -28,6 +28,7 @@ TOKEN_PATH = f"{HOME}/.edgellm/token"  # the daemon's token, made by install.sh 
 CERT_PATH = f"{HOME}/.edgellm/tls/cert.pem"  # the daemon's self-signed certificate (its first start)
 SERVICE = "edgellm"
 DAEMON_LOG = f"{PREFIX}/var/log/sv/{SERVICE}/current"
+GATEWAY_RUN = "gateway-run"  # the gateway service's run script, as pushed (deploy/phone_gateway.py)
 INSTALL_TIMEOUT_S = 3 * 3600.0  # the first MNN build takes 30-90 minutes on a phone
 
 KEEPALIVE_EXPLANATION = """\
@@ -45,17 +46,25 @@ class DeviceFiles:
     files: dict[str, Path]
 
     @classmethod
-    def for_wheel(cls, wheel: Path) -> DeviceFiles:
-        """The installer, the service scripts, the boot script and the project's wheel."""
-        return cls(
-            {
-                "install.sh": TERMUX_DIR / "install.sh",
-                "run": TERMUX_DIR / "service" / "run",
-                "log-run": TERMUX_DIR / "service" / "log" / "run",
-                "start-edgellm": TERMUX_DIR / "boot" / "start-edgellm",
-                wheel.name: wheel,
-            }
-        )
+    def for_wheel(cls, wheel: Path, gateway: bool = False) -> DeviceFiles:
+        """The installer, the service scripts, the boot script and the project's wheel; with
+        gateway, the gateway service's scripts too (so the stamp, and the install, differ)."""
+        files = {
+            "install.sh": TERMUX_DIR / "install.sh",
+            "run": TERMUX_DIR / "service" / "run",
+            "log-run": TERMUX_DIR / "service" / "log" / "run",
+            "start-edgellm": TERMUX_DIR / "boot" / "start-edgellm",
+            wheel.name: wheel,
+        }
+        if gateway:
+            files[GATEWAY_RUN] = TERMUX_DIR / "gateway" / "run"
+            files["gateway-log-run"] = TERMUX_DIR / "gateway" / "log" / "run"
+        return cls(files)
+
+    @property
+    def gateway(self) -> bool:
+        """Whether these files install the gateway beside the daemon."""
+        return GATEWAY_RUN in self.files
 
     def hashes(self) -> dict[str, str]:
         """sha256 of each file, keyed by remote name."""
@@ -224,7 +233,8 @@ def install_step(channel: Channel, files: DeviceFiles, state: DeployState) -> St
     script = (
         f"bash {REMOTE_DIR}/install.sh --wheel {shlex.quote(f'{REMOTE_DIR}/{files.wheel_name}')}"
         f" --stamp {stamp}"
-        f" 2>&1 | tee {HOME}/.edgellm/logs/install.log; exit ${{PIPESTATUS[0]}}"
+        + (" --gateway" if files.gateway else "")
+        + f" 2>&1 | tee {HOME}/.edgellm/logs/install.log; exit ${{PIPESTATUS[0]}}"
     )
     script = f"mkdir -p {HOME}/.edgellm/logs && " + script
 
@@ -277,11 +287,11 @@ def service_step(channel: Channel, state: DeployState) -> Step:
     )
 
 
-def forward_step(phone: Phone, local_port: int, remote_port: int) -> Step:
+def forward_step(phone: Phone, local_port: int, remote_port: int, name: str = "forward") -> Step:
     """`adb forward tcp:LOCAL tcp:REMOTE`."""
     remote = f"tcp:{remote_port}"
     return Step(
-        "forward",
+        name,
         f"adb forward tcp:{local_port} {remote}",
         [f"adb -s {phone.serial} forward tcp:{local_port} {remote}"],
         lambda: phone.forwards().get(local_port) == remote,

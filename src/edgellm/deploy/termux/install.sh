@@ -2,7 +2,10 @@
 # edgellm installer for Termux: packages, the edgellm wheel, MNN from source, the runit service
 # and the Termux:Boot script. Idempotent and resumable: re-running skips what is already there.
 #
-#   bash install.sh --wheel edgellm-*.whl [--stamp VALUE] [--skip-mnn]
+#   bash install.sh --wheel edgellm-*.whl [--stamp VALUE] [--skip-mnn] [--gateway]
+#
+# --gateway: also the OpenAI gateway (the wheel's pure-Python [gateway] extra), its API key and its
+# runit service `edgellm-gateway` (run and log-run beside this script as gateway-run, gateway-log-run).
 #
 # Environment: EDGELLM_JOBS (MNN build parallelism, default 2: phones throttle and run out of
 # memory with more), EDGELLM_MNN_VERSION (default 3.6.1) with EDGELLM_MNN_COMMIT (the commit that
@@ -13,11 +16,13 @@ set -euo pipefail
 WHEEL=""
 STAMP=""
 SKIP_MNN=0
+GATEWAY=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheel) WHEEL="$2"; shift 2 ;;
         --stamp) STAMP="$2"; shift 2 ;;
         --skip-mnn) SKIP_MNN=1; shift ;;
+        --gateway) GATEWAY=1; shift ;;
         *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -66,10 +71,18 @@ fi
 
 # 2. edgellm and its pure-Python dependencies. --only-binary stops pip from trying to build
 # grpcio or numpy from source if pkg's versions do not satisfy a pin.
+# [client]: tqdm (pure Python), which edgellm.host's CLI modules import at module level.
+# [gateway]: starlette, uvicorn (run on its pure-Python h11 parser), prometheus-client and their
+# dependencies, all py3-none-any wheels (docs/gateway.md); --only-binary keeps it so.
+EXTRAS=client
+ONLY_BINARY=grpcio,numpy,cryptography
+if [ "$GATEWAY" = 1 ]; then
+    EXTRAS=client,gateway
+    ONLY_BINARY="$ONLY_BINARY,starlette,anyio,idna,typing-extensions,uvicorn,h11,click,prometheus-client"
+fi
 if [ -n "$WHEEL" ]; then
-    say "pip install $(basename "$WHEEL")"
-    # [client]: tqdm (pure Python), which edgellm.host's CLI modules import at module level.
-    pip install --disable-pip-version-check --upgrade --only-binary=grpcio,numpy,cryptography "${WHEEL}[client]" \
+    say "pip install $(basename "$WHEEL")[$EXTRAS]"
+    pip install --disable-pip-version-check --upgrade --only-binary="$ONLY_BINARY" "${WHEEL}[$EXTRAS]" \
         >"$LOGS/pip.log" 2>&1 || fail "pip install of the edgellm wheel" "$LOGS/pip.log"
 fi
 
@@ -159,6 +172,17 @@ if [ ! -s "$STATE/token" ]; then
     say "made the daemon's token in $STATE/token (0600)"
 fi
 
+# 4b. The gateway's API key, made like the token (loopback on a phone is shared by every app, so the
+# gateway refuses callers without it). In the gateway's default place, so `edgellm token rotate
+# --gateway` in Termux rotates it. It never leaves the phone unless the user copies it.
+GATEWAY_KEY="$HOME/.config/edgellm/gateway-key"
+if [ "$GATEWAY" = 1 ] && [ ! -s "$GATEWAY_KEY" ]; then
+    (umask 077 && mkdir -p "$(dirname "$GATEWAY_KEY")" &&
+        head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$GATEWAY_KEY.tmp" &&
+        mv "$GATEWAY_KEY.tmp" "$GATEWAY_KEY") || fail "could not write $GATEWAY_KEY"
+    say "made the gateway's API key in $GATEWAY_KEY (0600)"
+fi
+
 # 5. runit service (termux-services) with svlogd logging, and the Termux:Boot script.
 SVC="$PREFIX/var/service/edgellm"
 mkdir -p "$SVC/log" "$HOME/.termux/boot"
@@ -166,6 +190,14 @@ install -m 755 "$HERE/run" "$SVC/run"
 install -m 755 "$HERE/log-run" "$SVC/log/run"
 install -m 755 "$HERE/start-edgellm" "$HOME/.termux/boot/start-edgellm"
 say "service installed in $SVC; boot script in ~/.termux/boot/start-edgellm"
+if [ "$GATEWAY" = 1 ]; then
+    # The boot script starts every enabled service, so the gateway comes back after a reboot too.
+    GW_SVC="$PREFIX/var/service/edgellm-gateway"
+    mkdir -p "$GW_SVC/log"
+    install -m 755 "$HERE/gateway-run" "$GW_SVC/run"
+    install -m 755 "$HERE/gateway-log-run" "$GW_SVC/log/run"
+    say "gateway service installed in $GW_SVC"
+fi
 
 if [ -n "$STAMP" ]; then
     mkdir -p "$STATE/deploy"
