@@ -126,6 +126,7 @@ class DaemonSide:
     """A real `edgellm daemon` process; requests over gRPC, timings from its GenerateStats."""
 
     def __init__(self, target: str) -> None:
+        self.target = target
         self.client = DaemonClient(target, security=ChannelSecurity.insecure_loopback())
 
     def generate(self, msgs: list[tuple[str, str]], n: int, stop_ids: list[int], session: str = "") -> Any:
