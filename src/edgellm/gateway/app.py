@@ -27,6 +27,7 @@ from edgellm.gateway.metrics import GatewayMetrics
 from edgellm.gateway.security import Guard
 from edgellm.gateway.service import Completions
 from edgellm.gateway.sessions import SessionMap
+from edgellm.gateway.shedding import ShedWhenHot, busy_reason, hot_error, hot_reason
 
 log = get_logger(__name__)
 
@@ -73,7 +74,8 @@ class Gateway:
         return JSONResponse({"object": "list", "data": data})
 
     async def health(self, request: Request) -> Response:
-        """GET /health: 200 with a model loaded, 503 while none is (or the daemon is unreachable)."""
+        """GET /health: 200 with a model loaded; 503 while none is, the daemon is unreachable, or the
+        device is hot and sheds work (with Retry-After). A full queue is `"status": "busy"`, still 200."""
         try:
             st = await upstream.status(self.daemon)
         except grpc.aio.AioRpcError as err:
@@ -82,7 +84,15 @@ class Gateway:
             return _error(
                 ApiError(503, "Loading model: no model is loaded on the device", kind="unavailable_error")
             )
-        return JSONResponse({"status": "ok", "model": st.model.name})
+        shedding = self.config.shedding
+        hot = hot_reason(self.watch.sample) if self.watch.fresh else None
+        if hot is not None and shedding.when_hot:
+            return _error(hot_error(hot, shedding.hot_retry_after_s))
+        busy = busy_reason(st)
+        body: dict[str, object] = {"status": "busy" if busy else "ok", "model": st.model.name}
+        if busy or hot:  # hot but not shedding (--no-shed-when-hot): said, still served
+            body["reason"] = "; ".join(r for r in (hot, busy) if r)
+        return JSONResponse(body)
 
     async def prometheus(self, request: Request) -> Response:
         """GET /metrics: Prometheus text from cached device telemetry and the gateway's counters."""
@@ -121,6 +131,7 @@ def build_app(config: GatewayConfig, daemon: AioDaemon | None = None) -> Starlet
     middleware = [
         Middleware(Guard, config=config),
         Middleware(ConcurrencyLimit, limit=config.limits.max_concurrent),
+        Middleware(ShedWhenHot, watch=gw.watch, shedding=config.shedding, registry=gw.registry),
     ]
     if config.cors_origins:
         middleware.append(

@@ -42,6 +42,16 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Shedding:
+    """Whether a hot device sheds completion requests, and how long the router should stay away."""
+
+    when_hot: bool = True
+    # Why 30 s: an idle phone cools over tens of seconds to minutes, so a router back much sooner
+    # mostly finds it still hot; LiteLLM takes Retry-After as the deployment's cooldown.
+    hot_retry_after_s: int = 30
+
+
+@dataclass(frozen=True)
 class GatewayConfig:
     """Where to listen, which daemon to talk to, and who may call."""
 
@@ -59,6 +69,7 @@ class GatewayConfig:
     telemetry_period_s: float = 2.0  # device gauges are read once per period and cached
     session_capacity: int = 256  # conversations remembered for KV reuse
     limits: Limits = field(default_factory=Limits)
+    shedding: Shedding = field(default_factory=Shedding)  # a hot device answers 503 (docs/fleet.md)
 
     @property
     def keyed(self) -> bool:
@@ -89,6 +100,10 @@ class GatewayConfig:
         if not 0.1 <= self.telemetry_period_s <= 3600:
             raise InvalidArgument(
                 f"--telemetry-period must be within 0.1..3600 s, not {self.telemetry_period_s}"
+            )
+        if not 1 <= self.shedding.hot_retry_after_s <= 3600:
+            raise InvalidArgument(
+                f"--hot-retry-after must be within 1..3600 s, not {self.shedding.hot_retry_after_s}"
             )
         self.limits.validate()
 
