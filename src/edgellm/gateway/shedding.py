@@ -10,7 +10,7 @@ rungs and paces the coolest one (`GovernorState.duty` < 1), or Android forecasts
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edgellm.gateway.config import Shedding
@@ -71,6 +71,12 @@ class ShedWhenHot:
             "Completion requests refused because the device was hot (503 with Retry-After).",
             registry=registry,
         )
+        hot = Gauge(
+            "edgellm_device_hot",
+            "1 while the device is hot (shed or not: --shed-when-hot).",
+            registry=registry,
+        )
+        hot.set_function(lambda: 1.0 if self.watch.fresh and hot_reason(self.watch.sample) else 0.0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse with 503 while hot (stale telemetry never sheds); pass everything else on."""
