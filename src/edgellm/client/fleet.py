@@ -140,6 +140,8 @@ def prometheus_config(targets: Sequence[Target], options: FleetOptions) -> dict[
             {
                 "job_name": "edgellm",
                 "metrics_path": "/metrics",
+                # A gateway started with --device NAME labels its metrics itself: keep its label.
+                "honor_labels": True,
                 "scheme": "https" if options.https else "http",
                 "authorization": {"type": "Bearer", "credentials_file": options.key_file},
                 "static_configs": [{"targets": [t.address], "labels": {"device": t.device}} for t in targets],

@@ -22,6 +22,7 @@ from edgellm.gateway import upstream
 from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.device import DeviceCollector, DeviceWatch
 from edgellm.gateway.errors import ApiError, from_rpc_error
+from edgellm.gateway.labels import exposition
 from edgellm.gateway.limits import ConcurrencyLimit
 from edgellm.gateway.metrics import GatewayMetrics
 from edgellm.gateway.security import Guard
@@ -42,6 +43,7 @@ class Gateway:
         self.metrics = GatewayMetrics(self.registry)
         self.watch = DeviceWatch(self.daemon, config.telemetry_period_s)
         self.registry.register(DeviceCollector(self.watch))
+        self.exposed = exposition(self.registry, config.device)
         self.sessions = SessionMap(config.session_capacity)
         self.completions = Completions(self.daemon, self.watch, self.metrics, self.sessions, config.limits)
 
@@ -96,7 +98,7 @@ class Gateway:
 
     async def prometheus(self, request: Request) -> Response:
         """GET /metrics: Prometheus text from cached device telemetry and the gateway's counters."""
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(self.exposed), media_type=CONTENT_TYPE_LATEST)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:

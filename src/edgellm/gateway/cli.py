@@ -78,6 +78,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"largest max_tokens a request may ask; more is a 400 (default {_LIMITS.max_tokens})",
     )  # fmt: skip
     p.add_argument(
+        "--device", default=None,
+        help="a `device` label on every metric /metrics exports (name each phone of a fleet)",
+    )  # fmt: skip
+    p.add_argument(
         "--shed-when-hot", action=argparse.BooleanOptionalAction, default=True,
         help="answer completion requests 503 with Retry-After while the device's governor is out of "
         "rungs (a fleet's router then sends them elsewhere; docs/fleet.md) (default: on)",
@@ -131,6 +135,7 @@ def config_from(ns: argparse.Namespace) -> GatewayConfig:
         limits=Limits(
             max_body_bytes=ns.max_body_bytes, max_concurrent=ns.max_concurrent, max_tokens=ns.max_tokens_cap
         ),
+        device=ns.device,
         shedding=Shedding(when_hot=ns.shed_when_hot, hot_retry_after_s=ns.hot_retry_after),
     )
 
