@@ -20,6 +20,8 @@ DEVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 ROUTING = ("least-busy", "simple-shuffle", "latency-based-routing", "usage-based-routing-v2")
 DEFAULT_MODEL = "smollm2-135m-instruct"  # the bundled default artifact's name
 DEFAULT_KEY_ENV = "EDGELLM_GATEWAY_API_KEY"  # what `edgellm gateway` itself reads
+# The proxy's own key (clients send it); LiteLLM refuses to start without one (1.108).
+DEFAULT_MASTER_KEY_ENV = "LITELLM_MASTER_KEY"
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class FleetOptions:
 
     model: str = DEFAULT_MODEL
     key_env: str = DEFAULT_KEY_ENV
+    master_key_env: str = DEFAULT_MASTER_KEY_ENV
     https: bool = False
     routing: str = "least-busy"  # phones run one request at a time: fewest in flight wins
     num_retries: int = 3
@@ -85,8 +88,9 @@ def check(targets: Sequence[Target], options: FleetOptions) -> None:
             raise InvalidArgument(f"--target: the {what} {', '.join(dupes)} is given twice")
     if options.routing not in ROUTING:
         raise InvalidArgument(f"--routing must be one of {', '.join(ROUTING)}, not {options.routing!r}")
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", options.key_env):
-        raise InvalidArgument(f"--key-env must be an environment variable name, not {options.key_env!r}")
+    for flag, env in (("--key-env", options.key_env), ("--master-key-env", options.master_key_env)):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env):
+            raise InvalidArgument(f"{flag} must be an environment variable name, not {env!r}")
 
 
 def _deployment(group: str, t: Target, options: FleetOptions, pinned: bool) -> dict[str, Any]:
@@ -124,6 +128,7 @@ def litellm_config(targets: Sequence[Target], options: FleetOptions) -> dict[str
             "timeout": options.timeout_s,
             "fallbacks": [{f"{options.model}@{t.device}": [options.model]} for t in targets],
         },
+        "general_settings": {"master_key": f"os.environ/{options.master_key_env}"},
         "litellm_settings": {
             "request_timeout": options.timeout_s,
             "drop_params": False,  # the gateway refuses what it does not implement; say so, never drop

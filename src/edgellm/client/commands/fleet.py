@@ -32,6 +32,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--key-env", default=_DEFAULTS.key_env,
         help="environment variable the proxy reads the gateways' API key from",
     )  # fmt: skip
+    c.add_argument(
+        "--master-key-env", default=_DEFAULTS.master_key_env,
+        help="environment variable holding the proxy's own key, which its clients send (sk-...)",
+    )  # fmt: skip
     c.add_argument("--https", action="store_true", help="the gateways serve HTTPS (--tls-*)")
     c.add_argument("--routing", choices=ROUTING, default=_DEFAULTS.routing, help="LiteLLM routing strategy")
     c.add_argument(
@@ -54,8 +58,8 @@ def run_config(ns: argparse.Namespace) -> int:
     try:
         targets = [parse_target(t) for t in ns.target]
         options = FleetOptions(
-            model=ns.model, key_env=ns.key_env, https=ns.https, routing=ns.routing,
-            num_retries=ns.num_retries, cooldown_s=ns.cooldown,
+            model=ns.model, key_env=ns.key_env, master_key_env=ns.master_key_env, https=ns.https,
+            routing=ns.routing, num_retries=ns.num_retries, cooldown_s=ns.cooldown,
         )  # fmt: skip
         files = {out: litellm_config(targets, options), prom: prometheus_config(targets, options)}
         existing = [str(p) for p in files if p.exists()]
@@ -69,7 +73,8 @@ def run_config(ns: argparse.Namespace) -> int:
         path.write_text(json.dumps(data, indent=2) + "\n")
     sys.stdout.write(
         f"wrote {out} ({len(targets)} gateways, model {options.model}) and {prom}\n"
-        f"  proxy:      {options.key_env}=<the gateways' key> litellm --config {out}\n"
+        f"  proxy:      {options.key_env}=<the gateways' key> {options.master_key_env}=sk-<a key for "
+        f"its clients> litellm --config {out}\n"
         f"  prometheus: put the key in {prom.parent / options.key_file} (mode 600), "
         f"then prometheus --config.file={prom}\n"
     )
