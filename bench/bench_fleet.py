@@ -156,9 +156,11 @@ def run_load(
         except openai.APIError as err:
             errors.append(f"{type(err).__name__}: {str(err)[:200]}")
 
+    t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(one, range(n)))
     return {
+        "wall_s": round(time.perf_counter() - t0, 1),
         "answered": sum(served.values()),
         "errors": errors,
         "served_by_device": dict(served),
