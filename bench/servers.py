@@ -22,11 +22,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _answers(ready: str) -> bool:
-    """Whether `ready` (an HTTP URL, or a daemon's gRPC target with a model loaded) answers now."""
+def _answers(ready: str, statuses: tuple[int, ...] = (200,)) -> bool:
+    """Whether `ready` (an HTTP URL answering one of STATUSES, or a daemon's gRPC target with a model
+    loaded) answers now."""
     try:
         if ready.startswith("http"):
-            return httpx.get(ready, timeout=2).status_code == 200
+            return httpx.get(ready, timeout=2).status_code in statuses
         # Benchmark daemons run with --insecure-loopback (the serving path; TLS is measured apart).
         with DaemonClient(ready, security=ChannelSecurity.insecure_loopback()) as c:
             c.wait_ready(timeout=2)
@@ -37,7 +38,12 @@ def _answers(ready: str) -> bool:
 
 @contextmanager
 def serve(
-    name: str, argv: list[str], ready: str, nice: int = 0, cpus: set[int] | None = None
+    name: str,
+    argv: list[str],
+    ready: str,
+    nice: int = 0,
+    cpus: set[int] | None = None,
+    statuses: tuple[int, ...] = (200,),
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run `argv` (at `nice`, on `cpus`) until the block ends; its output goes to a /tmp log."""
     # Why `nice`/`taskset` in the command line, not a preexec_fn: this process has gRPC threads
@@ -50,7 +56,7 @@ def serve(
     proc = subprocess.Popen([*prefix, *argv], stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 180
-        while not _answers(ready):
+        while not _answers(ready, statuses):
             if proc.poll() is not None:
                 raise SystemExit(f"{name} exited with {proc.returncode}: see {log.name}")
             if time.monotonic() > deadline:

@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edgellm.host.host_cli",
     "edgellm.client.commands.jobs",
     "edgellm.client.commands.token",
+    "edgellm.client.commands.fleet",
 )
 
 Handler = Callable[[argparse.Namespace], int]

@@ -138,3 +138,17 @@ def test_the_gateway_command_refuses_cleartext_off_loopback_and_no_key_off_loopb
     empty.write_text("")
     empty.chmod(0o600)
     assert "is empty" in _refusal("--api-key-file", str(empty))
+
+
+def test_the_fleet_flags_reach_the_config_and_a_bad_device_label_is_refused() -> None:
+    from edgellm.cli import build_parser
+    from edgellm.gateway.cli import config_from
+
+    ns = build_parser().parse_args(
+        ["gateway", "--no-api-key", "--device", "phone-1", "--no-shed-when-hot", "--hot-retry-after", "5"]
+    )
+    config = config_from(ns)
+    assert config.device == "phone-1"
+    assert not config.shedding.when_hot and config.shedding.hot_retry_after_s == 5
+    assert config_from(build_parser().parse_args(["gateway", "--no-api-key"])).shedding.when_hot
+    assert "--device 'phone 1'" in _refusal("--no-api-key", "--device", "phone 1")

@@ -22,11 +22,13 @@ from edgellm.gateway import upstream
 from edgellm.gateway.config import GatewayConfig
 from edgellm.gateway.device import DeviceCollector, DeviceWatch
 from edgellm.gateway.errors import ApiError, from_rpc_error
+from edgellm.gateway.labels import exposition
 from edgellm.gateway.limits import ConcurrencyLimit
 from edgellm.gateway.metrics import GatewayMetrics
 from edgellm.gateway.security import Guard
 from edgellm.gateway.service import Completions
 from edgellm.gateway.sessions import SessionMap
+from edgellm.gateway.shedding import ShedWhenHot, busy_reason, hot_error, hot_reason
 
 log = get_logger(__name__)
 
@@ -41,6 +43,7 @@ class Gateway:
         self.metrics = GatewayMetrics(self.registry)
         self.watch = DeviceWatch(self.daemon, config.telemetry_period_s)
         self.registry.register(DeviceCollector(self.watch))
+        self.exposed = exposition(self.registry, config.device)
         self.sessions = SessionMap(config.session_capacity)
         self.completions = Completions(self.daemon, self.watch, self.metrics, self.sessions, config.limits)
 
@@ -73,7 +76,8 @@ class Gateway:
         return JSONResponse({"object": "list", "data": data})
 
     async def health(self, request: Request) -> Response:
-        """GET /health: 200 with a model loaded, 503 while none is (or the daemon is unreachable)."""
+        """GET /health: 200 with a model loaded; 503 while none is, the daemon is unreachable, or the
+        device is hot and sheds work (with Retry-After). A full queue is `"status": "busy"`, still 200."""
         try:
             st = await upstream.status(self.daemon)
         except grpc.aio.AioRpcError as err:
@@ -82,11 +86,19 @@ class Gateway:
             return _error(
                 ApiError(503, "Loading model: no model is loaded on the device", kind="unavailable_error")
             )
-        return JSONResponse({"status": "ok", "model": st.model.name})
+        shedding = self.config.shedding
+        hot = hot_reason(self.watch.sample) if self.watch.fresh else None
+        if hot is not None and shedding.when_hot:
+            return _error(hot_error(hot, shedding.hot_retry_after_s))
+        busy = busy_reason(st)
+        body: dict[str, object] = {"status": "busy" if busy else "ok", "model": st.model.name}
+        if busy or hot:  # hot but not shedding (--no-shed-when-hot): said, still served
+            body["reason"] = "; ".join(r for r in (hot, busy) if r)
+        return JSONResponse(body)
 
     async def prometheus(self, request: Request) -> Response:
         """GET /metrics: Prometheus text from cached device telemetry and the gateway's counters."""
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(self.exposed), media_type=CONTENT_TYPE_LATEST)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -121,6 +133,7 @@ def build_app(config: GatewayConfig, daemon: AioDaemon | None = None) -> Starlet
     middleware = [
         Middleware(Guard, config=config),
         Middleware(ConcurrencyLimit, limit=config.limits.max_concurrent),
+        Middleware(ShedWhenHot, watch=gw.watch, shedding=config.shedding, registry=gw.registry),
     ]
     if config.cors_origins:
         middleware.append(

@@ -12,7 +12,14 @@ from edgellm.common.errors import EdgeError, InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.tls import ServerTls, ensure_self_signed, fingerprint
 from edgellm.common.tokens import config_dir
-from edgellm.gateway.config import API_KEY_ENV, DEFAULT_PORT, GatewayConfig, Limits, api_key_from_env
+from edgellm.gateway.config import (
+    API_KEY_ENV,
+    DEFAULT_PORT,
+    GatewayConfig,
+    Limits,
+    Shedding,
+    api_key_from_env,
+)
 from edgellm.gateway.keys import ensure_gateway_key, gateway_key_path, read_key_file
 
 log = get_logger(__name__)
@@ -70,6 +77,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-tokens-cap", type=positive_int, default=_LIMITS.max_tokens,
         help=f"largest max_tokens a request may ask; more is a 400 (default {_LIMITS.max_tokens})",
     )  # fmt: skip
+    p.add_argument(
+        "--device", default=None,
+        help="a `device` label on every metric /metrics exports (name each phone of a fleet)",
+    )  # fmt: skip
+    p.add_argument(
+        "--shed-when-hot", action=argparse.BooleanOptionalAction, default=True,
+        help="answer completion requests 503 with Retry-After while the device's governor is out of "
+        "rungs (a fleet's router then sends them elsewhere; docs/fleet.md) (default: on)",
+    )  # fmt: skip
+    p.add_argument(
+        "--hot-retry-after", type=positive_int, default=Shedding().hot_retry_after_s,
+        help=f"Retry-After seconds of a hot device's 503 (default {Shedding().hot_retry_after_s})",
+    )  # fmt: skip
     p.set_defaults(handler=run)
 
 
@@ -115,6 +135,8 @@ def config_from(ns: argparse.Namespace) -> GatewayConfig:
         limits=Limits(
             max_body_bytes=ns.max_body_bytes, max_concurrent=ns.max_concurrent, max_tokens=ns.max_tokens_cap
         ),
+        device=ns.device,
+        shedding=Shedding(when_hot=ns.shed_when_hot, hot_retry_after_s=ns.hot_retry_after),
     )
 
 

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgellm.client.fleet import DEVICE_NAME
 from edgellm.common.auth import is_loopback
 from edgellm.common.channel import ChannelSecurity
 from edgellm.common.errors import InvalidArgument
@@ -14,6 +15,15 @@ from edgellm.common.tls import ServerTls
 API_KEY_ENV = "EDGELLM_GATEWAY_API_KEY"
 DEFAULT_PORT = 8080
 MIB = 1024 * 1024
+
+
+def check_device(name: str) -> str:
+    """NAME when it is a usable label value, else InvalidArgument saying what is allowed."""
+    if not DEVICE_NAME.fullmatch(name):
+        raise InvalidArgument(
+            f"--device {name!r}: use 1-63 letters, digits, '.', '_' or '-' (starting with a letter or digit)"
+        )
+    return name
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,16 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Shedding:
+    """Whether a hot device sheds completion requests, and how long the router should stay away."""
+
+    when_hot: bool = True
+    # Why 30 s: an idle phone cools over tens of seconds to minutes, so a router back much sooner
+    # mostly finds it still hot; LiteLLM takes Retry-After as the deployment's cooldown.
+    hot_retry_after_s: int = 30
+
+
+@dataclass(frozen=True)
 class GatewayConfig:
     """Where to listen, which daemon to talk to, and who may call."""
 
@@ -59,6 +79,8 @@ class GatewayConfig:
     telemetry_period_s: float = 2.0  # device gauges are read once per period and cached
     session_capacity: int = 256  # conversations remembered for KV reuse
     limits: Limits = field(default_factory=Limits)
+    device: str | None = None  # a `device` label on every exported metric (a fleet's phones)
+    shedding: Shedding = field(default_factory=Shedding)  # a hot device answers 503 (docs/fleet.md)
 
     @property
     def keyed(self) -> bool:
@@ -90,6 +112,12 @@ class GatewayConfig:
             raise InvalidArgument(
                 f"--telemetry-period must be within 0.1..3600 s, not {self.telemetry_period_s}"
             )
+        if not 1 <= self.shedding.hot_retry_after_s <= 3600:
+            raise InvalidArgument(
+                f"--hot-retry-after must be within 1..3600 s, not {self.shedding.hot_retry_after_s}"
+            )
+        if self.device is not None:
+            check_device(self.device)
         self.limits.validate()
 
 

@@ -166,6 +166,10 @@ def _frequencies(s: device_pb2.TelemetrySample) -> Iterator[Metric]:
 
 def _governor(g: device_pb2.GovernorState) -> Iterator[Metric]:
     yield _gauge("edgellm_governor_threads", "Inference threads the governor allows.", g.threads)
+    if g.HasField("duty"):  # an older daemon does not say
+        yield _gauge(
+            "edgellm_governor_duty", "Decode duty cycle: 1 = unpaced, < 1 = out of rungs (hot).", g.duty
+        )
     yield _gauge("edgellm_governor_pacing_seconds", "Pause between tokens.", g.pacing_ms / 1000)
     yield _gauge("edgellm_governor_setpoint_celsius", "The governor's temperature setpoint.", g.setpoint_c)
     yield _gauge(

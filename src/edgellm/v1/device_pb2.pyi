@@ -582,6 +582,7 @@ class GovernorState(_message.Message):
     MODEL_TAU_S_FIELD_NUMBER: _builtins.int
     MODEL_AMBIENT_C_FIELD_NUMBER: _builtins.int
     RUNG_FIELD_NUMBER: _builtins.int
+    DUTY_FIELD_NUMBER: _builtins.int
     policy: _builtins.str
     """"off", "thermal", ..."""
     threads: _builtins.int
@@ -606,6 +607,10 @@ class GovernorState(_message.Message):
     """identified effective ambient"""
     rung: _builtins.int
     """the ladder position in use: 0 = fastest (cluster names it); 10-15 are i18-governor's"""
+    duty: _builtins.float
+    """decode duty cycle in use (1 = unpaced); below 1 only past the coolest rung: the governor has
+    no cooler rung left and paces it (a fleet's router sends work elsewhere). Unset: an older daemon.
+    """
     @_builtins.property
     def capabilities(self) -> _containers.RepeatedCompositeFieldContainer[Global___GovernorCapability]: ...
     def __init__(
@@ -627,13 +632,19 @@ class GovernorState(_message.Message):
         model_tau_s: _builtins.float = ...,
         model_ambient_c: _builtins.float = ...,
         rung: _builtins.int = ...,
+        duty: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom", "thermal_headroom", b"thermal_headroom"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "duty", b"duty", "thermal_headroom", b"thermal_headroom"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "cluster", b"cluster", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "cluster", b"cluster", "duty", b"duty", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__duty: _TypeAlias = _typing.Literal["duty"]  # noqa: Y015
+    _WhichOneofArgType__duty: _TypeAlias = _typing.Literal["_duty", b"_duty"]  # noqa: Y015
     _WhichOneofReturnType__thermal_headroom: _TypeAlias = _typing.Literal["thermal_headroom"]  # noqa: Y015
     _WhichOneofArgType__thermal_headroom: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__duty) -> _WhichOneofReturnType__duty | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__thermal_headroom) -> _WhichOneofReturnType__thermal_headroom | None: ...
 
 Global___GovernorState: _TypeAlias = GovernorState  # noqa: Y015

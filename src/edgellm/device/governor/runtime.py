@@ -59,6 +59,7 @@ class GovernorSnapshot:
     model_tau_s: float = 0.0
     model_ambient_c: float = 0.0
     rung: int = 0  # ladder position in use (0 = fastest); `cluster` is its label
+    duty: float = 1.0  # decode duty cycle in use; < 1 only past the coolest rung (out of rungs)
 
 
 class GovernorRuntime:
@@ -303,4 +304,5 @@ class GovernorRuntime:
             model_tau_s=self.controller.components.tau_s,
             model_ambient_c=self.controller.components.ambient_c,
             rung=act.rung if act is not None else 0,
+            duty=act.duty if act is not None else 1.0,
         )
