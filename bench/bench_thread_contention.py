@@ -92,6 +92,8 @@ def niced_client(target: str, pid: int, threads: int, ns: argparse.Namespace) ->
         str(ns.reps),
         "--tokens",
         str(ns.tokens),
+        "--threads",
+        str(threads),
         "--client-of",
         f"{target},{pid}",
     ]
