@@ -85,6 +85,11 @@ def _fit(x: float, pts: list[tuple[float, float | None]], kind: str) -> float:
     ys = 1.0 / ys if kind == "rate" else ys
     b, a = np.polyfit(xs, ys, 1)
     y = a + b * x
+    if not y > 0:
+        # Why: two noisy timings (another job slowed the smaller shape) can give a line whose value
+        # at X is negative; then scale the largest measured shape's figure by the parameter count.
+        big = int(np.argmax(xs))
+        y = ys[big] * x / xs[big]
     return float(1.0 / y if kind == "rate" else y)
 
 
