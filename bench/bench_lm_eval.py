@@ -22,7 +22,6 @@ import json
 import math
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import httpx
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs; types-PyYAML is not a dependency
 
-from bench.servers import free_port, serve
+from bench.servers import daemon_and_gateway
 
 TASK = Path(__file__).parent / "lm_eval_task" / "facts.yaml"
 Pair = tuple[list[int], list[int]]  # (context ids, continuation ids)
@@ -125,19 +124,9 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(hf_dir)
     docs, delimiter = load_task(ns.task)
     pairs = [encode_pair(tok, d["context"], delimiter + c) for d in docs for c in d["choices"]]
-    dport, gport = free_port(), free_port()
-    target = f"127.0.0.1:{dport}"
-    edgellm = [sys.executable, "-m", "edgellm"]
-    daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
-    daemon_argv += ["--data-dir", tempfile.mkdtemp(), "--insecure-loopback"]
-    gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport), "--no-api-key"]
-    gateway_argv += ["--insecure-loopback"]
-    with (
-        serve("daemon", daemon_argv, target),
-        serve("gateway", gateway_argv, f"http://127.0.0.1:{gport}/health"),
-    ):
+    with daemon_and_gateway(ns.artifact) as (_, base):
         start = time.perf_counter()
-        gw = gateway_scores(f"http://127.0.0.1:{gport}", "", pairs)
+        gw = gateway_scores(base, "", pairs)
         gw_s = time.perf_counter() - start
     start = time.perf_counter()
     ref = torch_scores(Path(hf_dir), pairs)

@@ -19,7 +19,6 @@ import json
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import replace
@@ -29,7 +28,7 @@ from typing import Any
 import jsonschema
 import openai
 
-from bench.servers import free_port, serve
+from bench.servers import daemon_and_gateway
 from edgellm.client.client import DaemonClient
 from edgellm.client.sampling import RECOMMENDED
 from edgellm.common.channel import ChannelSecurity
@@ -116,19 +115,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ns = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop the servers
-    dport, gport = free_port(), free_port()
-    target = f"127.0.0.1:{dport}"
-    edgellm = [sys.executable, "-m", "edgellm"]
-    daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(ns.artifact)]
-    daemon_argv += ["--data-dir", tempfile.mkdtemp(), "--insecure-loopback"]
-    gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport), "--no-api-key"]
-    gateway_argv += ["--insecure-loopback"]
     runs: dict[str, list[dict[str, Any]]] = {"gateway": [], "unconstrained": []}
     with (
-        serve("daemon", daemon_argv, target),
-        serve("gateway", gateway_argv, f"http://127.0.0.1:{gport}/health"),
+        daemon_and_gateway(ns.artifact) as (target, base),
         DaemonClient(target, security=ChannelSecurity.insecure_loopback()) as client,
-        openai.OpenAI(base_url=f"http://127.0.0.1:{gport}/v1", api_key="none", max_retries=0) as sdk,
+        openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0) as sdk,
     ):
         model = client.status().model.name
         for seed in range(ns.samples):

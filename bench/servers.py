@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -67,3 +69,21 @@ def serve(
         proc.terminate()
         proc.wait(30)
         log.close()
+
+
+@contextmanager
+def daemon_and_gateway(artifact: Path) -> Iterator[tuple[str, str]]:
+    """A plaintext-loopback daemon serving ARTIFACT and a keyless gateway in front of it.
+
+    Yields (the daemon's gRPC target, the gateway's base URL) once both answer.
+    """
+    dport, gport = free_port(), free_port()
+    target = f"127.0.0.1:{dport}"
+    edgellm = [sys.executable, "-m", "edgellm"]
+    daemon_argv = [*edgellm, "daemon", "--port", str(dport), "--model", str(artifact)]
+    daemon_argv += ["--data-dir", tempfile.mkdtemp(), "--insecure-loopback"]
+    gateway_argv = [*edgellm, "gateway", "--target", target, "--port", str(gport), "--no-api-key"]
+    gateway_argv += ["--insecure-loopback"]
+    base = f"http://127.0.0.1:{gport}"
+    with serve("daemon", daemon_argv, target), serve("gateway", gateway_argv, f"{base}/health"):
+        yield target, base
