@@ -8,7 +8,7 @@ conversation of a `--prompt`-token prefill then decode to `--positions`; the pea
 reset (clear_refs 5) after the warm-up. Prefill and decode tok/s are timed in the same run. The
 child sets the daemon's malloc policy (common/allocator.py) first: it decides where KV buffers land.
 
-    python bench/bench_engine_memory.py --artifact /work/main/.cache/artifacts/default --reps 3
+    python bench/bench_engine_memory.py --artifact .cache/artifacts/default --reps 3
 
 MemAvailable is machine-wide: other processes move it; compare it only within one child run.
 """

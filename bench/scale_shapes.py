@@ -6,7 +6,7 @@ tokenizer (49,152 tokens, no download), so the vocabulary is padded beyond it, a
 (151,936 rows for 151,665 tokens). Checkpoints are written tensor by tensor (meta-device model for
 the names and shapes), so building one never holds more than its largest tensor in memory.
 
-    build_checkpoint("qwen2.5-0.5b", Path("/work/scale-cache/scale/qwen2.5-0.5b/hf"))
+    build_checkpoint("qwen2.5-0.5b", Path(".cache/scale/qwen2.5-0.5b/hf"))
 """
 
 from __future__ import annotations

@@ -160,9 +160,9 @@ def constrained_line(channel: Channel) -> str:
     )
 
 
-def service_running(channel: Channel) -> bool:
-    """True when `sv status edgellm` says the daemon runs."""
-    return channel.run(f"sv status {SERVICE}").stdout.startswith(f"run: {SERVICE}")
+def service_running(channel: Channel, service: str = SERVICE) -> bool:
+    """True when `sv status SERVICE` says it runs (default: the daemon's service)."""
+    return channel.run(f"sv status {service}").stdout.startswith(f"run: {service}")
 
 
 def keepalive_step(
@@ -271,18 +271,28 @@ SERVICE_START = (
 
 def service_step(channel: Channel, state: DeployState) -> Step:
     """Start the runit service, restarting it when this run upgraded anything."""
-    script = SERVICE_START + f"sv restart {SERVICE}"
+    return runit_step(
+        channel, state, SERVICE, "service", "start (or restart after an upgrade) the runit service `edgellm`"
+    )
+
+
+def runit_step(channel: Channel, state: DeployState, service: str, name: str, description: str) -> Step:
+    """Enable and (re)start runit SERVICE; skipped when nothing changed and it already runs."""
+    # SERVICE_START enables the daemon's service itself; any other one is enabled here.
+    enable = "" if service == SERVICE else f"sv-enable {service} >/dev/null 2>&1; "
+    script = SERVICE_START + enable + f"sv restart {service}"
+    what = "the service" if service == SERVICE else f"the service {service}"
 
     def apply() -> None:
         r = channel.run(script)
         if not r.ok:
-            raise DeployError(f"could not start the service: {r.stdout}{r.stderr}")
+            raise DeployError(f"could not start {what}: {r.stdout}{r.stderr}")
 
     return Step(
-        "service",
-        "start (or restart after an upgrade) the runit service `edgellm`",
+        name,
+        description,
         [script],
-        lambda: not state.installed and not state.changed_files and service_running(channel),
+        lambda: not state.installed and not state.changed_files and service_running(channel, service),
         apply,
     )
 

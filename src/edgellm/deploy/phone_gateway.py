@@ -17,7 +17,7 @@ from pathlib import Path
 from edgellm.common.logs import get_logger
 from edgellm.deploy.adb import DeployError
 from edgellm.deploy.channel import HOME, PREFIX, Channel
-from edgellm.deploy.flow import SERVICE_START, DeployState, Step
+from edgellm.deploy.flow import DeployState, Step, runit_step, service_running
 
 log = get_logger(__name__)
 
@@ -29,7 +29,7 @@ GATEWAY_LOG = f"{PREFIX}/var/log/sv/{GATEWAY_SERVICE}/current"
 
 def gateway_running(channel: Channel) -> bool:
     """True when `sv status edgellm-gateway` says the gateway runs."""
-    return channel.run(f"sv status {GATEWAY_SERVICE}").stdout.startswith(f"run: {GATEWAY_SERVICE}")
+    return service_running(channel, GATEWAY_SERVICE)
 
 
 def gateway_status(channel: Channel) -> str:
@@ -40,21 +40,11 @@ def gateway_status(channel: Channel) -> str:
 
 def gateway_service_step(channel: Channel, state: DeployState) -> Step:
     """Enable and start the gateway's runit service, restarting it when this run upgraded anything."""
-    script = SERVICE_START + f"sv-enable {GATEWAY_SERVICE} >/dev/null 2>&1; sv restart {GATEWAY_SERVICE}"
-
-    def apply() -> None:
-        r = channel.run(script)
-        if not r.ok:
-            raise DeployError(f"could not start the gateway's service: {r.stdout}{r.stderr}")
-
-    return Step(
-        "gateway",
+    description = (
         f"start (or restart after an upgrade) the runit service `{GATEWAY_SERVICE}` "
-        f"(127.0.0.1:{GATEWAY_PORT} on the phone)",
-        [script],
-        lambda: not state.installed and not state.changed_files and gateway_running(channel),
-        apply,
+        f"(127.0.0.1:{GATEWAY_PORT} on the phone)"
     )
+    return runit_step(channel, state, GATEWAY_SERVICE, "gateway", description)
 
 
 def wait_gateway(base: str, timeout: float, want_model: bool) -> str:
