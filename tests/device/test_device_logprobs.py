@@ -20,12 +20,11 @@ import pytest_asyncio
 from edgellm.client.aio import AioDaemon, connect
 from edgellm.client.params import GenerateParams
 from edgellm.common.channel import ChannelSecurity
-from edgellm.device.config import DaemonConfig
 from edgellm.device.logprobs import log_softmax
-from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon
 from edgellm.engine.mnn import MnnEngine
-from edgellm.platforms import choose_platform
 from edgellm.v1 import device_pb2
+from tests.daemons import loopback_daemon
 
 TOLERANCE = 1e-3  # the issue's bar; float32 on the wire costs ~1e-6
 CHAT = (("user", "What is the capital of France?"),)
@@ -37,12 +36,8 @@ async def daemon(
     default_artifact: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[RunningDaemon]:
     """The real default model behind a daemon on port 0 (speculation on, as by default)."""
-    config = DaemonConfig.of(
-        port=0, model=default_artifact, data_dir=tmp_path_factory.mktemp("d"), insecure_loopback=True
-    )
-    running = await start_server(config, platform=choose_platform(config))
-    yield running
-    await running.stop(0)
+    async with loopback_daemon(default_artifact, tmp_path_factory.mktemp("d")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

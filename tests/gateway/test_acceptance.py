@@ -15,10 +15,9 @@ import pytest_asyncio
 from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
-from edgellm.device.config import DaemonConfig
-from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon
 from edgellm.gateway.server import RunningGateway
-from edgellm.platforms import choose_platform
+from tests.daemons import loopback_daemon
 from tests.gateway.conftest import StartGateway, keyed_http, sdk
 
 QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the capital of France?"}]
@@ -27,12 +26,8 @@ QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What 
 @pytest_asyncio.fixture
 async def phone_daemon(default_artifact: Path, tmp_path: Path) -> AsyncIterator[RunningDaemon]:
     """The real model on a virtual phone (temperatures, clusters and clocks to report)."""
-    config = DaemonConfig.of(
-        port=0, model=default_artifact, data_dir=tmp_path, virtual_phone="sd8gen3", insecure_loopback=True
-    )
-    running = await start_server(config, platform=choose_platform(config))
-    yield running
-    await running.stop(0)
+    async with loopback_daemon(default_artifact, tmp_path, virtual_phone="sd8gen3") as running:
+        yield running
 
 
 async def _scrape(gw: RunningGateway) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -16,11 +16,10 @@ import pytest
 import pytest_asyncio
 from openai.types.chat import ChatCompletionMessageParam
 
-from edgellm.device.config import DaemonConfig
 from edgellm.device.logprobs import log_softmax
-from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon
 from edgellm.engine.mnn import MnnEngine
-from edgellm.platforms import choose_platform
+from tests.daemons import loopback_daemon
 from tests.gateway.conftest import StartGateway, keyed_http, sdk
 
 TOLERANCE = 1e-3
@@ -33,12 +32,8 @@ async def real_daemon(
     default_artifact: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[RunningDaemon]:
     """The real default model behind a daemon on port 0."""
-    config = DaemonConfig.of(
-        port=0, model=default_artifact, data_dir=tmp_path_factory.mktemp("d"), insecure_loopback=True
-    )
-    running = await start_server(config, platform=choose_platform(config))
-    yield running
-    await running.stop(0)
+    async with loopback_daemon(default_artifact, tmp_path_factory.mktemp("d")) as running:
+        yield running
 
 
 def _model(daemon: RunningDaemon) -> str:

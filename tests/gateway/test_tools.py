@@ -16,9 +16,8 @@ import jsonschema
 import pytest_asyncio
 from openai.types.chat import ChatCompletionMessageParam
 
-from edgellm.device.config import DaemonConfig
-from edgellm.device.rpc.server import RunningDaemon, start_server
-from edgellm.platforms import choose_platform
+from edgellm.device.rpc.server import RunningDaemon
+from tests.daemons import loopback_daemon
 from tests.gateway.conftest import StartGateway, sdk
 from tests.gateway.tool_schemas import TOOLS, WEATHER
 
@@ -30,10 +29,8 @@ QUESTION: list[ChatCompletionMessageParam] = [
 @pytest_asyncio.fixture
 async def real_daemon(default_artifact: Path, tmp_path: Path) -> AsyncIterator[RunningDaemon]:
     """The real default model behind a daemon on port 0."""
-    config = DaemonConfig.of(port=0, model=default_artifact, data_dir=tmp_path, insecure_loopback=True)
-    running = await start_server(config, platform=choose_platform(config))
-    yield running
-    await running.stop(0)
+    async with loopback_daemon(default_artifact, tmp_path) as running:
+        yield running
 
 
 def _model(daemon: RunningDaemon) -> str:
