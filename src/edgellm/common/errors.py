@@ -6,11 +6,19 @@ from pathlib import PurePath
 
 import grpc
 
+# gRPC trailing metadata on a refusal that will pass: why (machine-readable), and when to come back
+# (whole seconds, as HTTP's Retry-After). google.rpc.RetryInfo in grpc-status-details-bin is the
+# canonical carrier but needs googleapis-common-protos, which the phone's client set does not have.
+REFUSAL_KEY = "edgellm-refusal"
+RETRY_AFTER_KEY = "retry-after"
+THERMAL_REFUSAL = "thermal-headroom-exhausted"  # governor/capacity.py
+
 
 class EdgeError(Exception):
     """Base class: an error with a gRPC status a person can act on."""
 
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    trailers: tuple[tuple[str, str], ...] = ()  # gRPC trailing metadata sent with the status (a retry hint)
 
 
 class InvalidArgument(EdgeError, ValueError):
@@ -65,6 +73,11 @@ class Unauthenticated(EdgeError):
     """Missing or wrong credentials."""
 
     code = grpc.StatusCode.UNAUTHENTICATED
+
+
+def trailers_for(exc: BaseException) -> tuple[tuple[str, str], ...]:
+    """The trailing metadata a refusal carries (a domain error's own; nothing for anything else)."""
+    return exc.trailers if isinstance(exc, EdgeError) else ()
 
 
 def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:

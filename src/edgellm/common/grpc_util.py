@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import grpc
 import structlog
 
-from edgellm.common.errors import status_for
+from edgellm.common.errors import status_for, trailers_for
 from edgellm.common.logs import get_logger
 
 log = get_logger(__name__)
@@ -40,8 +40,11 @@ def current_request_id() -> str:
     return rid if isinstance(rid, str) and rid else uuid.uuid4().hex[:12]
 
 
-def _failure(exc: BaseException, rpc: str) -> tuple[grpc.StatusCode, str]:
-    """The status for a handler's exception, logged (call inside the `except` block)."""
+Failure = tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]
+
+
+def _failure(exc: BaseException, rpc: str) -> Failure:
+    """The status and trailers for a handler's exception, logged (call inside the `except` block)."""
     code, message = status_for(exc)
     if code == grpc.StatusCode.INTERNAL:
         log.exception("rpc_failed", rpc=rpc)
@@ -49,7 +52,7 @@ def _failure(exc: BaseException, rpc: str) -> tuple[grpc.StatusCode, str]:
     else:
         # Truncated: a refusal may quote what the client sent, and the log must stay small.
         log.info("rpc_refused", rpc=rpc, code=code.name, message=message[:LOGGED_MESSAGE_CHARS])
-    return code, message
+    return code, message, trailers_for(exc)
 
 
 # Why the wrappers set the status and return instead of `context.abort()`: grpc keeps the
@@ -61,10 +64,12 @@ def _failure(exc: BaseException, rpc: str) -> tuple[grpc.StatusCode, str]:
 # (grpc discards the response of a non-OK call), and everything dies with the handler.
 
 
-def _refuse(context: grpc.aio.ServicerContext[Any, Any], failure: tuple[grpc.StatusCode, str]) -> Any:
-    """End the call with `failure` by setting its status; grpc drops the (None) response."""
+def _refuse(context: grpc.aio.ServicerContext[Any, Any], failure: Failure) -> Any:
+    """End the call with `failure` by setting its status (and trailers); grpc drops the (None) response."""
     context.set_code(failure[0])
     context.set_details(failure[1])
+    if failure[2]:
+        context.set_trailing_metadata(failure[2])
 
 
 def unary(

@@ -29,6 +29,7 @@ from edgellm.common.security_args import server_security_options
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
 from edgellm.common.tokens import default_data_dir
 from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.capacity import CapacityConfig
 from edgellm.engine.config import EngineConfig, KvQuant
 from edgellm.engine.kv_window import KvMethod, WindowPolicy
 
@@ -36,6 +37,7 @@ _SECURITY = server_security_options("<data dir>/token")
 # The engine's and the window's own defaults are the daemon's: taken, not written again.
 _ENGINE = EngineConfig()
 _WINDOW = WindowPolicy()
+_CAPACITY = CapacityConfig()
 
 
 def parse_kv_tiers(text: str) -> tuple[int, ...]:
@@ -323,6 +325,16 @@ class GovernorSettings:
     )
     proc_root: Path = Path("/")  # where /proc/meminfo is read (tests point it at a fake tree)
     governor_period_s: float = 1.0  # seconds between governor steps
+    # Below this sustainable decode rate: "thermal headroom exhausted" (governor/capacity.py says why 1).
+    capacity_floor: float = field(
+        default=_CAPACITY.floor_tokens_per_second,
+        metadata=option(
+            "--capacity-floor",
+            "tok/s: a phone that sustains less under its comfort limit is 'thermal headroom exhausted' "
+            "and refuses new generations under the comfort policy (0 = never)",
+            type=float_in(0.0, 1000.0),
+        ),
+    )
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from edgellm.gateway.metrics import GatewayMetrics
 from edgellm.gateway.security import Guard
 from edgellm.gateway.service import Completions
 from edgellm.gateway.sessions import SessionMap
-from edgellm.gateway.shedding import ShedWhenHot, busy_reason, hot_error, hot_reason
+from edgellm.gateway.shedding import ShedWhenHot, busy_reason, exhausted_reason, hot_reason, shed_error
 
 log = get_logger(__name__)
 
@@ -87,9 +87,11 @@ class Gateway:
                 ApiError(503, "Loading model: no model is loaded on the device", kind="unavailable_error")
             )
         shedding = self.config.shedding
-        hot = hot_reason(self.watch.sample) if self.watch.fresh else None
-        if hot is not None and shedding.when_hot:
-            return _error(hot_error(hot, shedding.hot_retry_after_s))
+        sample = self.watch.sample if self.watch.fresh else None
+        shed = shed_error(sample, shedding)
+        if shed is not None and shedding.when_hot:
+            return _error(shed)
+        hot = exhausted_reason(sample) or hot_reason(sample)
         busy = busy_reason(st)
         body: dict[str, object] = {"status": "busy" if busy else "ok", "model": st.model.name}
         if busy or hot:  # hot but not shedding (--no-shed-when-hot): said, still served

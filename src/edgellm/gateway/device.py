@@ -170,6 +170,7 @@ def _governor(g: device_pb2.GovernorState) -> Iterator[Metric]:
         yield _gauge(
             "edgellm_governor_duty", "Decode duty cycle: 1 = unpaced, < 1 = out of rungs (hot).", g.duty
         )
+    yield from _capacity(g)
     yield _gauge("edgellm_governor_pacing_seconds", "Pause between tokens.", g.pacing_ms / 1000)
     yield _gauge("edgellm_governor_setpoint_celsius", "The governor's temperature setpoint.", g.setpoint_c)
     yield _gauge(
@@ -182,6 +183,29 @@ def _governor(g: device_pb2.GovernorState) -> Iterator[Metric]:
         "decision": g.last_decision, "reason": g.last_reason,
     }  # fmt: skip
     yield _gauge("edgellm_governor_info", "The governor's policy and last decision (value 1).", 1.0, labels)
+
+
+def _capacity(g: device_pb2.GovernorState) -> Iterator[Metric]:
+    """The sustainable decode rate (when known), its floor, and the exhausted state (docs/governor.md)."""
+    if g.HasField("capacity_tokens_per_second"):  # unset: not estimated yet, or an older daemon
+        yield _gauge(
+            "edgellm_governor_capacity_tokens_per_second",
+            "Decode rate the device sustains under its comfort limit (the governor's estimate).",
+            g.capacity_tokens_per_second,
+        )
+    if g.capacity_state == device_pb2.CAPACITY_STATE_UNSPECIFIED:
+        return
+    yield _gauge(
+        "edgellm_governor_capacity_floor_tokens_per_second",
+        "Below this sustainable rate the device's thermal headroom is exhausted.",
+        g.capacity_floor_tokens_per_second,
+    )
+    exhausted = g.capacity_state == device_pb2.CAPACITY_STATE_THERMAL_HEADROOM_EXHAUSTED
+    yield _gauge(
+        "edgellm_governor_thermal_headroom_exhausted",
+        "1 while the sustainable decode rate is below the floor (refused under the comfort policy).",
+        1.0 if exhausted else 0.0,
+    )
 
 
 def _status_metrics(st: device_pb2.DaemonStatus) -> Iterator[Metric]:

@@ -16,6 +16,7 @@ import grpc
 from starlette.types import Send
 
 from edgellm.common.channel import handshake_failed
+from edgellm.common.errors import REFUSAL_KEY, RETRY_AFTER_KEY, THERMAL_REFUSAL
 
 # (HTTP status, OpenAI error type) per gRPC status; anything else is a 500 server_error.
 _BY_CODE: dict[grpc.StatusCode, tuple[int, str]] = {
@@ -125,7 +126,7 @@ def from_rpc_error(
     else 400. Messages of the other statuses are short; the caller logs the daemon's details."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     details = (err.details() if hasattr(err, "details") else str(err)) or str(code)
-    special = _special_case(code, details, model_loaded)
+    special = _special_case(err, code, details, model_loaded)
     if special is not None:
         return special
     name = code.name.lower() if code is not None else "unknown"
@@ -137,10 +138,15 @@ def from_rpc_error(
     return ApiError(status, _short(code, details) + where, code=name, kind=kind)
 
 
-def _special_case(code: grpc.StatusCode, details: str, model_loaded: bool | None) -> ApiError | None:
-    """The answers that depend on more than the status: no model loaded, too large, unknown model."""
+def _special_case(
+    err: object, code: grpc.StatusCode, details: str, model_loaded: bool | None
+) -> ApiError | None:
+    """The answers that depend on more than the status: no model loaded, thermal headroom exhausted,
+    too large, unknown model."""
     if code == grpc.StatusCode.FAILED_PRECONDITION and model_loaded is False:
         return ApiError(503, details, code="model_not_loaded", kind="service_unavailable")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and trailer(err, REFUSAL_KEY) == THERMAL_REFUSAL:
+        return thermal_error(details, _seconds(trailer(err, RETRY_AFTER_KEY)))
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _TOO_LARGE in details.lower():
         return too_large(
             "the request is larger than the device daemon accepts (its gRPC message limit): "
@@ -150,6 +156,36 @@ def _special_case(code: grpc.StatusCode, details: str, model_loaded: bool | None
         status, kind = _BY_CODE[code]
         return ApiError(status, details, code="model_not_found", kind=kind)
     return None
+
+
+def thermal_error(message: str, retry_after_s: int | None) -> ApiError:
+    """The 503 for a device whose thermal headroom is exhausted: not overload (429), the device's
+    surroundings; Retry-After tells a router (LiteLLM's cooldown) when to try it again."""
+    return ApiError(
+        503,
+        message,
+        code="thermal_headroom_exhausted",
+        kind="service_unavailable",
+        retry_after_s=retry_after_s,
+    )
+
+
+def trailer(err: object, key: str) -> str | None:
+    """A trailing-metadata value of a failed call (None: absent, or not a call)."""
+    read = getattr(err, "trailing_metadata", None)
+    metadata = read() if callable(read) else None
+    for k, v in metadata or ():
+        if k == key:
+            return v if isinstance(v, str) else v.decode()
+    return None
+
+
+def _seconds(text: str | None) -> int | None:
+    """A Retry-After value in whole seconds (None when missing or not a number)."""
+    try:
+        return max(1, int(text)) if text is not None else None
+    except ValueError:
+        return None
 
 
 def _short(code: grpc.StatusCode, details: str) -> str:

@@ -4,8 +4,10 @@ A router in front of several gateways (LiteLLM's proxy, docs/fleet.md) cools a d
 when it answers 503 or 429, for as long as its Retry-After says. The gateway sheds completion
 requests, before any token is generated, while the device is hot: its governor has run out of
 rungs and paces the coolest one (`GovernorState.duty` < 1), or Android forecasts SEVERE throttling
-(`thermal_headroom` >= 1). A full device queue is the daemon's own refusal (RESOURCE_EXHAUSTED →
-429 with Retry-After, errors.py); /health reports both.
+(`thermal_headroom` >= 1). Before either, a device whose thermal headroom is exhausted (the
+decode rate it sustains under its comfort limit is below its floor, and its policy refuses work)
+answers 503 `thermal_headroom_exhausted` with the daemon's own Retry-After. A full device queue is
+the daemon's own refusal (RESOURCE_EXHAUSTED → 429 with Retry-After, errors.py); /health reports both.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edgellm.gateway.config import Shedding
 from edgellm.gateway.device import DeviceWatch
-from edgellm.gateway.errors import ApiError, send_error
+from edgellm.gateway.errors import ApiError, send_error, thermal_error
 from edgellm.gateway.limits import LIMITED_PATHS
 from edgellm.v1 import device_pb2
 
@@ -37,6 +39,30 @@ def hot_reason(sample: device_pb2.TelemetrySample | None) -> str | None:
             f"(setpoint {g.setpoint_c:.1f} °C{skin})"
         )
     return None
+
+
+def exhausted_reason(sample: device_pb2.TelemetrySample | None) -> str | None:
+    """Why the device refuses generations for want of thermal headroom (None when it does not)."""
+    if sample is None:
+        return None
+    g = sample.governor
+    if g.capacity_state != device_pb2.CAPACITY_STATE_THERMAL_HEADROOM_EXHAUSTED or not g.refusing_generations:
+        return None
+    return (
+        f"thermal headroom exhausted: the device sustains {g.capacity_tokens_per_second:.2f} tok/s under "
+        f"its {g.setpoint_c:.1f} °C comfort limit, below its floor of "
+        f"{g.capacity_floor_tokens_per_second:.2f} tok/s"
+    )
+
+
+def shed_error(sample: device_pb2.TelemetrySample | None, shedding: Shedding) -> ApiError | None:
+    """The 503 a device answers now, exhausted first (the daemon's retry hint), then hot (None: serve)."""
+    exhausted = exhausted_reason(sample)
+    if exhausted is not None and sample is not None:
+        retry = sample.governor.capacity_retry_after_s or shedding.hot_retry_after_s
+        return thermal_error(f"{exhausted}; retry after {retry} s or on another device", retry)
+    hot = hot_reason(sample)
+    return hot_error(hot, shedding.hot_retry_after_s) if hot is not None else None
 
 
 def busy_reason(status: device_pb2.DaemonStatus | None) -> str | None:
@@ -79,11 +105,11 @@ class ShedWhenHot:
         hot.set_function(lambda: 1.0 if self.watch.fresh and hot_reason(self.watch.sample) else 0.0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Refuse with 503 while hot (stale telemetry never sheds); pass everything else on."""
+        """Refuse with 503 while exhausted or hot (stale telemetry never sheds); pass everything else on."""
         if scope["type"] == "http" and scope["path"] in LIMITED_PATHS and self.shedding.when_hot:
-            reason = hot_reason(self.watch.sample) if self.watch.fresh else None
-            if reason is not None:
+            error = shed_error(self.watch.sample, self.shedding) if self.watch.fresh else None
+            if error is not None:
                 self.shed.inc()
-                await send_error(send, hot_error(reason, self.shedding.hot_retry_after_s))
+                await send_error(send, error)
                 return
         await self.app(scope, receive, send)

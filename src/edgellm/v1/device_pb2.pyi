@@ -106,6 +106,31 @@ ENGINE_STATE_PREFILL: EngineState.ValueType  # 4
 ENGINE_STATE_DECODE: EngineState.ValueType  # 5
 Global___EngineState: _TypeAlias = EngineState  # noqa: Y015
 
+class _CapacityState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CapacityStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CapacityState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CAPACITY_STATE_UNSPECIFIED: _CapacityState.ValueType  # 0
+    """an older daemon"""
+    CAPACITY_STATE_UNKNOWN: _CapacityState.ValueType  # 1
+    """no identified model or measured rate yet"""
+    CAPACITY_STATE_AVAILABLE: _CapacityState.ValueType  # 2
+    CAPACITY_STATE_THERMAL_HEADROOM_EXHAUSTED: _CapacityState.ValueType  # 3
+    """sustainable rate below the floor"""
+
+class CapacityState(_CapacityState, metaclass=_CapacityStateEnumTypeWrapper): ...
+
+CAPACITY_STATE_UNSPECIFIED: CapacityState.ValueType  # 0
+"""an older daemon"""
+CAPACITY_STATE_UNKNOWN: CapacityState.ValueType  # 1
+"""no identified model or measured rate yet"""
+CAPACITY_STATE_AVAILABLE: CapacityState.ValueType  # 2
+CAPACITY_STATE_THERMAL_HEADROOM_EXHAUSTED: CapacityState.ValueType  # 3
+"""sustainable rate below the floor"""
+Global___CapacityState: _TypeAlias = CapacityState  # noqa: Y015
+
 @_typing.final
 class SamplingParams(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -583,6 +608,12 @@ class GovernorState(_message.Message):
     MODEL_AMBIENT_C_FIELD_NUMBER: _builtins.int
     RUNG_FIELD_NUMBER: _builtins.int
     DUTY_FIELD_NUMBER: _builtins.int
+    CAPACITY_TOKENS_PER_SECOND_FIELD_NUMBER: _builtins.int
+    CAPACITY_FLOOR_TOKENS_PER_SECOND_FIELD_NUMBER: _builtins.int
+    CAPACITY_STATE_FIELD_NUMBER: _builtins.int
+    CAPACITY_BASIS_FIELD_NUMBER: _builtins.int
+    CAPACITY_RETRY_AFTER_S_FIELD_NUMBER: _builtins.int
+    REFUSING_GENERATIONS_FIELD_NUMBER: _builtins.int
     policy: _builtins.str
     """"off", "thermal", ..."""
     threads: _builtins.int
@@ -611,6 +642,21 @@ class GovernorState(_message.Message):
     """decode duty cycle in use (1 = unpaced); below 1 only past the coolest rung: the governor has
     no cooler rung left and paces it (a fleet's router sends work elsewhere). Unset: an older daemon.
     """
+    capacity_tokens_per_second: _builtins.float
+    """The decode rate this phone sustains under the comfort limit (docs/governor.md, "Capacity"):
+    the identified skin model's gap budget read off the measured frontier. Unset: not known yet.
+    """
+    capacity_floor_tokens_per_second: _builtins.float
+    """below it (with hysteresis): THERMAL_HEADROOM_EXHAUSTED"""
+    capacity_state: Global___CapacityState.ValueType
+    capacity_basis: _builtins.str
+    """frontier | operating point | idle over the limit"""
+    capacity_retry_after_s: _builtins.int
+    """while exhausted: when to ask again (seconds; 0 otherwise)"""
+    refusing_generations: _builtins.bool
+    """Exhausted under the comfort policy: Generate answers RESOURCE_EXHAUSTED (trailers
+    `edgellm-refusal: thermal-headroom-exhausted`, `retry-after: <seconds>`).
+    """
     @_builtins.property
     def capabilities(self) -> _containers.RepeatedCompositeFieldContainer[Global___GovernorCapability]: ...
     def __init__(
@@ -633,15 +679,25 @@ class GovernorState(_message.Message):
         model_ambient_c: _builtins.float = ...,
         rung: _builtins.int = ...,
         duty: _builtins.float | None = ...,
+        capacity_tokens_per_second: _builtins.float | None = ...,
+        capacity_floor_tokens_per_second: _builtins.float = ...,
+        capacity_state: Global___CapacityState.ValueType = ...,
+        capacity_basis: _builtins.str = ...,
+        capacity_retry_after_s: _builtins.int = ...,
+        refusing_generations: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "duty", b"duty", "thermal_headroom", b"thermal_headroom"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_tokens_per_second", b"_capacity_tokens_per_second", "_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capacity_tokens_per_second", b"capacity_tokens_per_second", "duty", b"duty", "thermal_headroom", b"thermal_headroom"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "cluster", b"cluster", "duty", b"duty", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_tokens_per_second", b"_capacity_tokens_per_second", "_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "capacity_basis", b"capacity_basis", "capacity_floor_tokens_per_second", b"capacity_floor_tokens_per_second", "capacity_retry_after_s", b"capacity_retry_after_s", "capacity_state", b"capacity_state", "capacity_tokens_per_second", b"capacity_tokens_per_second", "cluster", b"cluster", "duty", b"duty", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "refusing_generations", b"refusing_generations", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__capacity_tokens_per_second: _TypeAlias = _typing.Literal["capacity_tokens_per_second"]  # noqa: Y015
+    _WhichOneofArgType__capacity_tokens_per_second: _TypeAlias = _typing.Literal["_capacity_tokens_per_second", b"_capacity_tokens_per_second"]  # noqa: Y015
     _WhichOneofReturnType__duty: _TypeAlias = _typing.Literal["duty"]  # noqa: Y015
     _WhichOneofArgType__duty: _TypeAlias = _typing.Literal["_duty", b"_duty"]  # noqa: Y015
     _WhichOneofReturnType__thermal_headroom: _TypeAlias = _typing.Literal["thermal_headroom"]  # noqa: Y015
     _WhichOneofArgType__thermal_headroom: _TypeAlias = _typing.Literal["_thermal_headroom", b"_thermal_headroom"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__capacity_tokens_per_second) -> _WhichOneofReturnType__capacity_tokens_per_second | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__duty) -> _WhichOneofReturnType__duty | None: ...
     @_typing.overload

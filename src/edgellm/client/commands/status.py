@@ -31,10 +31,39 @@ def governor_lines(g: device_pb2.GovernorState) -> list[str]:
         lines.append(f"skin     tau {g.model_tau_s:.0f} s  ambient {g.model_ambient_c:.1f} °C (identified)")
     if g.frontier:
         lines.append(f"frontier {g.frontier}")
+    capacity = capacity_line(g)
+    if capacity:
+        lines.append(capacity)
     for kind in ("actuator", "sensor"):
         for c in (c for c in g.capabilities if c.kind == kind):
             lines.append(f"  {kind:8} {c.name:22} {'live' if c.live else 'off ':4}  {c.detail}")
     return lines
+
+
+CAPACITY_STATES = {
+    device_pb2.CAPACITY_STATE_UNKNOWN: "not known yet",
+    device_pb2.CAPACITY_STATE_AVAILABLE: "available",
+    device_pb2.CAPACITY_STATE_THERMAL_HEADROOM_EXHAUSTED: "thermal headroom exhausted",
+}
+
+
+def capacity_line(g: device_pb2.GovernorState) -> str:
+    """What the phone sustains under its comfort limit, e.g.
+    'capacity 0.00 tok/s sustainable (idle over the limit; floor 1.00)  thermal headroom exhausted:
+    refusing generations, retry after 9 s'; empty from a daemon that does not estimate it."""
+    state = CAPACITY_STATES.get(g.capacity_state)
+    if state is None:
+        return ""
+    floor = f"floor {g.capacity_floor_tokens_per_second:.2f}"
+    if g.HasField("capacity_tokens_per_second"):
+        how = f"{g.capacity_basis}; " if g.capacity_basis else ""
+        rate = f"{g.capacity_tokens_per_second:.2f} tok/s sustainable ({how}{floor})"
+    else:
+        rate = f"? tok/s ({floor})"
+    line = f"capacity {rate}  {state}"
+    if g.refusing_generations:
+        line += f": refusing generations, retry after {g.capacity_retry_after_s} s"
+    return line
 
 
 def age(seconds: float) -> str:

@@ -32,6 +32,7 @@ from edgellm.device.core.state import (
     TelemetryFrame,
 )
 from edgellm.device.generation import Event, GenerationJob
+from edgellm.device.governor.capacity import CapacityConfig
 from edgellm.device.governor.controller import GovernorConfig
 from edgellm.device.governor.platform import Platform, phone_platform
 from edgellm.device.governor.runtime import GovernorRuntime
@@ -91,6 +92,7 @@ class DaemonCore:
             ),
             platform=platform,
             period_s=config.governor.governor_period_s,
+            capacity=CapacityConfig(floor_tokens_per_second=config.governor.capacity_floor),
         )
         # Every telemetry stream shares one sensor read per minimum interval (50 ms).
         self.readings = SharedReading(platform.telemetry.read, MIN_TELEMETRY_INTERVAL_MS / 1000)

@@ -81,8 +81,10 @@ class Scheduler:
     ) -> AsyncIterator[Event]:
         """Queue job and yield its events; cancelling the iterator stops the engine within a token.
 
-        A model still loading is waited for, up to `load_wait_s` (then UNAVAILABLE says so).
+        A model still loading is waited for, up to `load_wait_s` (then UNAVAILABLE says so). While the
+        thermal headroom is exhausted under the comfort policy it is refused first (RESOURCE_EXHAUSTED).
         """
+        self.governor.admit()
         await self.models.wait_for_load(load_wait_s)
         self.models.require_loaded(model)
         # The ticket carries this context to the worker thread: its logs name the request.

@@ -6,6 +6,7 @@ Only wiring lives here (STYLE 12): the controller is pure, the actuators are pla
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -15,6 +16,15 @@ from edgellm.common.logs import get_logger
 from edgellm.common.periodic import BackgroundTask, every
 from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy
 from edgellm.device.governor.capabilities import Capability, survey
+from edgellm.device.governor.capacity import (
+    Capacity,
+    CapacityConfig,
+    CapacityEstimator,
+    CapacityState,
+    ThermalHeadroomExhausted,
+    ThermalPolicy,
+    refuses,
+)
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
 from edgellm.device.governor.ladder import build_ladder
 from edgellm.device.governor.platform import Platform
@@ -60,6 +70,22 @@ class GovernorSnapshot:
     model_ambient_c: float = 0.0
     rung: int = 0  # ladder position in use (0 = fastest); `cluster` is its label
     duty: float = 1.0  # decode duty cycle in use; < 1 only past the coolest rung (out of rungs)
+    # governor/capacity.py: the decode rate sustainable under the comfort limit (None: not known yet)
+    capacity_tokens_per_second: float | None = None
+    capacity_floor_tokens_per_second: float = 0.0
+    capacity_state: CapacityState = CapacityState.UNKNOWN
+    capacity_basis: str = ""
+    capacity_retry_after_s: int = 0  # real seconds; 0 unless exhausted
+    refusing_generations: bool = False  # exhausted under the comfort policy: Generate is refused
+
+
+def thermal_policy(config: GovernorConfig) -> str:
+    """The thermal policy in force: `comfort` unless the settings say otherwise.
+
+    Why getattr: `--thermal-policy` (comfort | throughput) is being added to the governor's settings
+    on another branch (issue 30); until it lands every daemon runs the default, comfort.
+    """
+    return str(getattr(config, "thermal_policy", ThermalPolicy.COMFORT))
 
 
 class GovernorRuntime:
@@ -71,8 +97,10 @@ class GovernorRuntime:
         config: GovernorConfig,
         platform: Platform,
         period_s: float,
+        capacity: CapacityConfig | None = None,
     ) -> None:
         self.platform = platform
+        self.capacity = CapacityEstimator(capacity)
         self.telemetry = self.platform.telemetry
         self.actuators = self.platform.actuators()
         self.headroom_value: float | None = None
@@ -225,7 +253,54 @@ class GovernorRuntime:
                 p=round(comp.p, 3),
                 i=round(comp.i, 3),
             )
+        self._estimate_capacity(now, reading, temp)
         return decision
+
+    def _estimate_capacity(self, now: float, reading: Reading, skin_c: float) -> None:
+        """Update the capacity estimate; log each change of state."""
+        before = self.capacity.state
+        gap = None if reading.soc_c is None else reading.soc_c - skin_c
+        tps = self.actuators.tokens_per_second() if self.busy else 0.0
+        ctl = self.controller
+        cap = self.capacity.update(now, ctl.identifier.model, self.setpoint_c, gap, tps, ctl.frontier)
+        if cap.state != before:
+            log.info(
+                "capacity_state",
+                state=str(cap.state),
+                was=str(before),
+                tokens_per_second=None if cap.tokens_per_second is None else round(cap.tokens_per_second, 3),
+                floor=self.capacity.config.floor_tokens_per_second,
+                basis=cap.basis,
+            )
+
+    @property
+    def refusing(self) -> bool:
+        """Whether new generations are refused: thermal headroom exhausted under the comfort policy."""
+        thermal = self.config.policy == GovernorPolicy.THERMAL
+        return thermal and refuses(self.capacity.state, thermal_policy(self.config))
+
+    def retry_after_s(self, cap: Capacity) -> int:
+        """The capacity's retry hint in real seconds (the virtual phone's clock runs time_scale faster)."""
+        if cap.retry_after_s <= 0:
+            return 0
+        return max(1, math.ceil(cap.retry_after_s / self.platform.time_scale))
+
+    def admit(self) -> None:
+        """Refuse a new generation (RESOURCE_EXHAUSTED with a retry hint) while `refusing`."""
+        if not self.refusing:
+            return
+        cap = self.capacity.current
+        retry = self.retry_after_s(cap)
+        model = self.controller.identifier.model
+        raise ThermalHeadroomExhausted(
+            f"thermal headroom exhausted: this phone sustains {cap.tokens_per_second or 0.0:.2f} tok/s "
+            f"under its {self.setpoint_c:.1f} °C comfort limit, below the floor of "
+            f"{self.capacity.config.floor_tokens_per_second:.2f} tok/s (identified ambient "
+            f"{model.ambient_c:.1f} °C); retry after {retry} s or on another device, cool the phone "
+            "(a cooler room, out of its case, off the charger), or serve anyway with "
+            "--thermal-policy throughput (the firmware then throttles)",
+            retry,
+        )
 
     # -- remote control ----------------------------------------------------------------------------
     def validate(self, change: GovernorUpdate) -> None:
@@ -280,6 +355,7 @@ class GovernorRuntime:
         """The governor's state for telemetry."""
         act = self.actuators.current
         last = self.last
+        cap = self.capacity.current
         return GovernorSnapshot(
             policy=self.config.policy,
             threads=self.threads,
@@ -305,4 +381,10 @@ class GovernorRuntime:
             model_ambient_c=self.controller.components.ambient_c,
             rung=act.rung if act is not None else 0,
             duty=act.duty if act is not None else 1.0,
+            capacity_tokens_per_second=cap.tokens_per_second,
+            capacity_floor_tokens_per_second=self.capacity.config.floor_tokens_per_second,
+            capacity_state=cap.state,
+            capacity_basis=cap.basis,
+            capacity_retry_after_s=self.retry_after_s(cap),
+            refusing_generations=self.refusing,
         )

@@ -12,6 +12,7 @@ from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, Te
 from edgellm.device.decoding import FinishReason, Speculation
 from edgellm.device.generation import Delta, Event, GenerationJob, Stats
 from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.capacity import CapacityState
 from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
 from edgellm.device.logprobs import Logprob
 from edgellm.device.sampler import SamplingConfig
@@ -31,6 +32,11 @@ STATES = {
     EngineState.IDLE: device_pb2.ENGINE_STATE_IDLE,
     EngineState.PREFILL: device_pb2.ENGINE_STATE_PREFILL,
     EngineState.DECODE: device_pb2.ENGINE_STATE_DECODE,
+}
+CAPACITY = {
+    CapacityState.UNKNOWN: device_pb2.CAPACITY_STATE_UNKNOWN,
+    CapacityState.AVAILABLE: device_pb2.CAPACITY_STATE_AVAILABLE,
+    CapacityState.EXHAUSTED: device_pb2.CAPACITY_STATE_THERMAL_HEADROOM_EXHAUSTED,
 }
 
 
@@ -178,6 +184,7 @@ def governor_message(g: GovernorSnapshot) -> device_pb2.GovernorState:
         device_pb2.GovernorState,
         g,
         capabilities=[copied(device_pb2.GovernorCapability, c) for c in g.capabilities],
+        capacity_state=CAPACITY[g.capacity_state],
     )
 
 
