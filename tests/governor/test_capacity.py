@@ -1,63 +1,23 @@
-"""The capacity estimate against known plants (the virtual phone, fake clock), and its hysteresis."""
+"""The capacity estimate against known plants (the virtual phone, fake clock; the loop is
+bench/bench_capacity.py's), and its hysteresis."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from bench.bench_capacity import estimate, hot_room
 from edgellm.client.commands.status import capacity_line
 from edgellm.device.governor.capacity import (
     CapacityConfig,
-    CapacityEstimator,
     CapacityState,
     Hysteresis,
     refuses,
     speed_at,
 )
-from edgellm.device.governor.controller import GovernorConfig, ThermalController
 from edgellm.sim.generator import tuning_profiles
 from edgellm.sim.oracle import oracle
-from edgellm.sim.plant import ThermalPlant
 from edgellm.sim.profile import PhoneProfile, load_profile, profile_from_dict, warm_case
-from edgellm.sim.simulate import comfort_limit, phone_ladder
-from edgellm.sim.workload import Workload
 from edgellm.v1 import device_pb2
-
-DT = 0.25  # plant step; the controller and the estimator run every 4 steps (1 s), as in simulate()
-
-
-def hot_room(ambient_c: float) -> PhoneProfile:
-    """sd8gen3 in a case (the warm-case copy) in a room at ambient_c."""
-    data: dict[str, Any] = warm_case()
-    data["ambient_c"] = ambient_c
-    data["name"] = f"sd8gen3-case-{ambient_c:.0f}c"
-    return profile_from_dict(data)
-
-
-def estimate(profile: PhoneProfile, minutes: float) -> CapacityEstimator:
-    """Chat traffic under the real controller for `minutes`, the estimator fed each control period."""
-    cfg = GovernorConfig()
-    limit = comfort_limit(profile, cfg)
-    ctl = ThermalController(cfg, phone_ladder(profile), limit)
-    est = CapacityEstimator()
-    plant = ThermalPlant(profile)
-    work = Workload(profile.workload.prompt_tokens, profile.workload.new_tokens)
-    act, tps, tokens = ctl.current, 0.0, 0.0
-    for i in range(round(minutes * 60 / DT)):
-        t = i * DT
-        if i % 4 == 0:
-            age = None if work.last_prefill_s is None else t - work.last_prefill_s
-            decision = ctl(plant.skin_c, t, die_c=plant.cpu_zone_c, tokens_per_second=tps, prefill_age_s=age)
-            act = decision.actuation if decision is not None else act
-            est.update(t, ctl.identifier.model, limit, plant.cpu_zone_c - plant.skin_c, tps, ctl.frontier)
-        work.now = t
-        n, joules = work.advance(plant, act, DT)
-        plant.step(profile.static_power_w + joules / DT, DT)
-        tokens += n
-        if (i + 1) % 4 == 0:
-            tps, tokens = tokens / (4 * DT), 0.0
-    return est
 
 
 @pytest.mark.parametrize(
