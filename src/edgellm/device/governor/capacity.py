@@ -33,11 +33,9 @@ class CapacityState(StrEnum):
     EXHAUSTED = "thermal headroom exhausted"
 
 
-class ThermalPolicy(StrEnum):
-    """What a refusal depends on (`--thermal-policy`, owned by the governor's settings)."""
-
-    COMFORT = "comfort"  # refuse new generations while exhausted: never cross the comfort limit
-    THROUGHPUT = "throughput"  # keep serving: the firmware throttles
+# The thermal policy (`--thermal-policy comfort | throughput`, the governor's settings) that keeps
+# serving while exhausted: the firmware throttles instead. Every other policy refuses.
+SERVES_WHEN_EXHAUSTED = "throughput"
 
 
 @dataclass(frozen=True)
@@ -223,7 +221,7 @@ class CapacityEstimator:
 
 def refuses(state: CapacityState, policy: str) -> bool:
     """Whether a new generation is refused: exhausted under any policy but throughput."""
-    return state == CapacityState.EXHAUSTED and policy != ThermalPolicy.THROUGHPUT
+    return state == CapacityState.EXHAUSTED and policy != SERVES_WHEN_EXHAUSTED
 
 
 class ThermalHeadroomExhausted(ResourceExhausted):

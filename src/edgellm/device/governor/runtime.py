@@ -22,7 +22,6 @@ from edgellm.device.governor.capacity import (
     CapacityEstimator,
     CapacityState,
     ThermalHeadroomExhausted,
-    ThermalPolicy,
     refuses,
 )
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
@@ -82,10 +81,10 @@ class GovernorSnapshot:
 def thermal_policy(config: GovernorConfig) -> str:
     """The thermal policy in force: `comfort` unless the settings say otherwise.
 
-    Why getattr: `--thermal-policy` (comfort | throughput) is being added to the governor's settings
-    on another branch (issue 30); until it lands every daemon runs the default, comfort.
+    Why getattr: `--thermal-policy` (comfort | throughput) is being added to GovernorConfig on
+    another branch (issue 30, i30-gov); until it lands every daemon runs the default, comfort.
     """
-    return str(getattr(config, "thermal_policy", ThermalPolicy.COMFORT))
+    return str(getattr(config, "thermal_policy", "comfort"))
 
 
 class GovernorRuntime:
