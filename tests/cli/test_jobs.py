@@ -59,7 +59,7 @@ def test_bad_jobs_are_refused_with_exit_2(
     host_target: str, edgellm: Callable[..., Result], tmp_path: Path
 ) -> None:
     r = edgellm("jobs", "scan", "/nonexistent", "--target", host_target)
-    assert r.code == 2 and "NOT_FOUND" in r.err and "Traceback" not in r.err
+    assert r.code == 2 and "no llm.mnn" in r.err and "Traceback" not in r.err
     r = edgellm(
         "jobs", "quantize", "--model", str(tmp_path), "-o", str(tmp_path / "x"), "--target", host_target
     )
