@@ -138,7 +138,10 @@ def test_every_client_command_sends_the_token(
     assert r.code == 0, r.err
     monkeypatch.setenv("EDGELLM_TOKEN", "wrong")
     r = edgellm(*argv, *target)
-    assert r.code == 1 and "refused the token this client sent" in r.err and "set $EDGELLM_TOKEN" not in r.err
+    assert (
+        r.code == 1 and "refused the token from $EDGELLM_TOKEN" in r.err and "set $EDGELLM_TOKEN" not in r.err
+    )
+    assert "overrides the token files" in r.err
     _no_token_anywhere(monkeypatch, tmp_path)
     r = edgellm(*argv, *target)
     assert r.code == 1 and "requires a token and none was found" in r.err
