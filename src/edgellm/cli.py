@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -52,14 +53,40 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """' (did you mean X?)' for the closest of CHOICES, or '' when none is close (difflib)."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
-    """Subcommands whose own --help page starts with the one-line help shown in the list."""
+    """Subcommands whose own --help page starts with the one-line help shown in the list.
+
+    An argument the chosen subcommand does not know is reported by that subcommand (its usage,
+    and the option it was probably meant to be): argparse hands unknown arguments up to the
+    top-level parser, whose usage (`edgellm [-h] ... COMMAND`) says nothing about `status --jsno`.
+    """
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         if "help" in kwargs:
             kwargs.setdefault("description", kwargs["help"])
         parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
         return parser
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        extras: list[str] = getattr(namespace, argparse._UNRECOGNIZED_ARGS_ATTR, None) or []
+        if extras:
+            chosen = self._name_parser_map[values[0]]
+            options = [o for o in chosen._option_string_actions if o.startswith("--")]
+            hint = did_you_mean(extras[0], options) if extras[0].startswith("-") else ""
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
 
 
 class Parser(argparse.ArgumentParser):
@@ -69,6 +96,15 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         self.register("action", "parsers", _Subcommands)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's choice check, plus the closest choice (Python 3.12's suggest_on_error; we run 3.11)."""
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(c) for c in choices]
+            hint = did_you_mean(str(value), names)
+            listed = ", ".join(repr(c) for c in choices)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {listed})")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -138,7 +138,10 @@ def test_every_client_command_sends_the_token(
     assert r.code == 0, r.err
     monkeypatch.setenv("EDGELLM_TOKEN", "wrong")
     r = edgellm(*argv, *target)
-    assert r.code == 1 and "refused the token this client sent" in r.err and "set $EDGELLM_TOKEN" not in r.err
+    assert (
+        r.code == 1 and "refused the token from $EDGELLM_TOKEN" in r.err and "set $EDGELLM_TOKEN" not in r.err
+    )
+    assert "overrides the token files" in r.err
     _no_token_anywhere(monkeypatch, tmp_path)
     r = edgellm(*argv, *target)
     assert r.code == 1 and "requires a token and none was found" in r.err
@@ -160,7 +163,7 @@ def test_generate_and_push_send_the_token_too(
     target = ["--target", f"127.0.0.1:{token_daemon.port}"]
     monkeypatch.setenv("EDGELLM_TOKEN", "s3cret")
     r = edgellm("generate", *target, "hi")
-    assert r.code == 1 and "FAILED_PRECONDITION" in r.err  # past authentication: there is no model
+    assert r.code == 1 and "model" in r.err and "FAILED_PRECONDITION" not in r.err  # past auth: no model
     _no_token_anywhere(monkeypatch, tmp_path)
     assert "none was found" in edgellm("generate", *target, "hi").err
 

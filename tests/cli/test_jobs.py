@@ -23,9 +23,14 @@ def test_a_scan_runs_on_the_host_and_streams_its_progress(
 ) -> None:
     artifact, _ = tiny_artifact
     r = edgellm("jobs", "scan", str(artifact), "--backend", "npu", "--target", host_target)
-    assert r.code == 0, r.err
+    # As the local `edgellm scan`: the operator table, and exit 1 for a fallback unless allowed.
+    assert r.code == 1 and "pass --allow-fallback" in r.err, r.err
     assert "job scan-" in r.err and "[100%] done" in r.err  # one line per stage into a pipe
-    assert "falls back to the CPU" in r.out and "Attention" in r.out
+    assert "Attention" in r.out and "NO -> cpu fallback" in r.out
+    r = edgellm(
+        "jobs", "scan", str(artifact), "--backend", "npu", "--allow-fallback", "--target", host_target
+    )
+    assert r.code == 0 and "unsupported: Attention" in r.out, r.err
     r = edgellm("jobs", "scan", str(artifact), "--backend", "npu", "--json", "--target", host_target)
     assert "Attention" in json.loads(r.out)["fallback"]
 
@@ -59,7 +64,7 @@ def test_bad_jobs_are_refused_with_exit_2(
     host_target: str, edgellm: Callable[..., Result], tmp_path: Path
 ) -> None:
     r = edgellm("jobs", "scan", "/nonexistent", "--target", host_target)
-    assert r.code == 2 and "NOT_FOUND" in r.err and "Traceback" not in r.err
+    assert r.code == 2 and "no llm.mnn" in r.err and "Traceback" not in r.err
     r = edgellm(
         "jobs", "quantize", "--model", str(tmp_path), "-o", str(tmp_path / "x"), "--target", host_target
     )

@@ -136,6 +136,17 @@ class Walk:
     daemon_port: int
     host_port: int
 
+    def path(self, word: str) -> Path:
+        """A path word of a command as the shell expands it (the README writes to ${TMPDIR:-/tmp})."""
+        out = subprocess.run(
+            ["bash", "-c", f"cd {shlex.quote(str(self.work))} && printf %s {word}"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return self.work / out
+
     def shell(self, cmd: str) -> list[str]:
         return ["bash", "-c", f"{activation()} && cd {shlex.quote(str(self.work))} && {cmd}"]
 
@@ -162,6 +173,7 @@ def walk(tmp_path: Path, default_artifact: Path) -> Walk:
     (cache / "artifacts" / "default").symlink_to(default_artifact.resolve())
     (tmp_path / "home").mkdir()
     (tmp_path / "work").mkdir()
+    (tmp_path / "tmp").mkdir()
     daemon_port, host_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EDGELLM_", "VIRTUAL_ENV"))}
     env.update(
@@ -170,6 +182,7 @@ def walk(tmp_path: Path, default_artifact: Path) -> Walk:
         EDGELLM_TARGET=f"127.0.0.1:{daemon_port}",
         EDGELLM_HOST_TARGET=f"127.0.0.1:{host_port}",
         EDGELLM_LOG_LEVEL="WARNING",
+        TMPDIR=str(tmp_path / "tmp"),  # where the README's examples write their files
     )
     return Walk(tmp_path / "work", env, daemon_port, host_port)
 
@@ -229,6 +242,8 @@ SHOWS: list[tuple[str, tuple[str, ...]]] = [
     ("push", ("loaded",)),
     ("jobs scan", ("opencl",)),
     ("jobs artifacts", ("smollm2",)),
+    ("jobs list", ("scan-", "done")),
+    ("config reset", ("setpoint_c",)),
 ]
 
 
@@ -239,6 +254,12 @@ def check_json(line: str, out: str) -> None:
         assert data["engine_state"] == "ENGINE_STATE_IDLE" and isinstance(data["requests_served"], int)
     if "models" in line:
         assert isinstance(data, list)
+
+
+def _after(cmd: Command, flag: str) -> str:
+    """The word after FLAG in the line as written (quotes kept, for the shell to expand)."""
+    words = cmd.line.split()
+    return words[words.index(flag) + 1]
 
 
 def check(cmd: Command, out: str, walk: Walk) -> None:
@@ -256,13 +277,13 @@ def check(cmd: Command, out: str, walk: Walk) -> None:
         # The whole answer must be JSON valid against it. (It used to be cut inside a string in 9 of
         # 16 seeds: the schema's object was open, so the model added keys until max_new_tokens;
         # objects are now closed by default, common/closed_schema.py.)
-        schema = json.loads((walk.work / cmd.words[cmd.words.index("--json-schema") + 1]).read_text())
+        schema = json.loads(walk.path(_after(cmd, "--json-schema")).read_text())
         jsonschema.validate(json.loads(out), schema)
     elif "--json" in line:
         check_json(line, out)
     elif "--plot" in line:
-        png = walk.work / cmd.words[cmd.words.index("--plot") + 1]
-        assert png.stat().st_size > 1000
+        png = walk.path(_after(cmd, "--plot"))
+        assert png.stat().st_size > 1000 and png.parent != walk.work
     elif line == "edgellm status":
         assert "model" in out and "smollm2" in out
     else:
@@ -291,7 +312,8 @@ def run_client(walk: Walk, cmd: Command) -> None:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         out = seen + out
-        assert proc.returncode == 0 and "governor" in out and "\x1b[" not in out, (out, err)
+        # 130: interrupted, as the README's exit statuses say (it was 0).
+        assert proc.returncode == 130 and "governor" in out and "\x1b[" not in out, (out, err)
         return
     stdin = CHAT_SCRIPT if cmd.line.endswith("edgellm chat") else ""
     r = walk.run(cmd, stdin)
@@ -353,6 +375,8 @@ def test_readme_walkthrough(servers: Walk) -> None:
             run_gateway(servers, cmd)
             ran.append(cmd.line)
     assert len(ran) >= 12, ran
+    # The examples leave nothing in the directory they ran in (the checkout, for a user).
+    assert not list(servers.work.iterdir()), list(servers.work.iterdir())
 
 
 @pytest.mark.slow

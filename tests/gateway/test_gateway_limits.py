@@ -76,8 +76,11 @@ async def test_requests_past_max_concurrent_are_a_429_with_retry_after(
 @pytest.mark.parametrize(
     ("extra", "param", "words"),
     [
-        ({"max_tokens": 4097}, "max_tokens", "--max-tokens-cap"),
-        ({"max_completion_tokens": 2**40}, "max_completion_tokens", "--max-tokens-cap"),
+        # The fake daemon's cap (2048) is below the gateway's (4096): the lower one is named, in the
+        # API's words (a daemon refusal would have spoken of its own max_new_tokens).
+        ({"max_tokens": 4097}, "max_tokens", "'max_tokens' must be at most 2048"),
+        ({"max_completion_tokens": 2**40}, "max_completion_tokens", "at most 2048 (the device daemon's"),
+        ({"max_tokens": 2049}, "max_tokens", "--max-new-tokens-cap"),
         ({"top_k": 2**32}, "top_k", "top_k"),
         ({"seed": 2**64}, "seed", "seed"),
         ({"logit_bias": {str(2**32): 1}}, "logit_bias", "token id"),

@@ -73,7 +73,16 @@ def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
         return Failure(f"the {peer.kind} at {peer.target} did not answer in time ({details})", UNREACHABLE)
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return Failure(_unauthenticated(peer, details), FAILED)
-    return Failure(f"{name}: {details}", BAD_INPUT if code in _BAD_INPUT_CODES else FAILED)
+    # The message is the service's own words; the gRPC code name (INVALID_ARGUMENT, …) means
+    # nothing to a user, so it is shown only with --log-level DEBUG (and the exit status says it).
+    shown = f"{details} [{name}]" if _debugging() else details
+    return Failure(shown, BAD_INPUT if code in _BAD_INPUT_CODES else FAILED)
+
+
+def _debugging() -> bool:
+    import logging
+
+    return logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
 def _unreachable(peer: Peer, details: str) -> str:
@@ -108,11 +117,22 @@ def _no_token(peer: Peer) -> str:
 
 
 def _unauthenticated(peer: Peer, details: str) -> str:
-    if client_token() is None:
+    from edgellm.common.tokens import find_client_token
+
+    found = find_client_token(target=peer.target)
+    if found is None:
         return _no_token(peer)
+    refused = f"the {peer.kind} at {peer.target} refused the token from {found.source} ({details})"
+    if found.source == f"${TOKEN_ENV}":
+        # The variable wins over every token file, so repeating the lookup order would not say
+        # why a correct ~/.edgellm/token is not used.
+        return (
+            f"{refused}: ${TOKEN_ENV} overrides the token files, so set it to this {peer.kind}'s "
+            f"token, or `unset {TOKEN_ENV}` to use the file the {peer.kind} wrote (docs/security.md)"
+        )
     return (
-        f"the {peer.kind} at {peer.target} refused the token this client sent ({details}): it reads "
-        f"${TOKEN_ENV}, then ~/.config/edgellm/token, then ~/.edgellm/token (docs/security.md)"
+        f"{refused}: put this {peer.kind}'s token there, set ${TOKEN_ENV} (it overrides the files), "
+        "or pass --token-file (docs/security.md)"
     )
 
 

@@ -67,6 +67,10 @@ class HostClient:
         finally:
             call.cancel()
 
+    def jobs(self) -> host_pb2.ListJobsResponse:
+        """The jobs the host service still holds."""
+        return self.stub.ListJobs(host_pb2.ListJobsRequest(), timeout=30)
+
     def artifacts(self) -> host_pb2.ListArtifactsResponse:
         """Artifacts in the host's cache."""
         return self.stub.ListArtifacts(host_pb2.ListArtifactsRequest(), timeout=30)

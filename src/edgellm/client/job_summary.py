@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from edgellm.client.host_client import JobMessage
+from edgellm.common.op_table import op_table
 from edgellm.common.score_table import table
 from edgellm.v1 import host_pb2
 
@@ -38,11 +39,9 @@ def quantize_summary(r: host_pb2.QuantizeResult) -> list[str]:
 
 
 def scan_summary(r: host_pb2.ScanResult) -> list[str]:
-    """What would fall back to the CPU."""
-    fallback = ", ".join(r.fallback)
-    return [
-        f"{r.backend}: " + (f"falls back to the CPU: {fallback}" if fallback else "all operators supported")
-    ]
+    """The operator table, as the local `edgellm scan` prints it."""
+    rows = [(o.op, o.count, o.supported) for o in r.ops]
+    return [op_table(r.backend, rows, list(r.fallback), r.fallback_nodes, r.table_source)]
 
 
 def deploy_summary(r: host_pb2.DeployResult) -> list[str]:

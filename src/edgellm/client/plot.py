@@ -34,6 +34,11 @@ class Trace:
 def plot_traces(traces: Sequence[Trace], out: Path, title: str = "") -> None:
     """Four stacked panels sharing the time axis; writes a PNG (matplotlib: the `plot` extra)."""
     require_matplotlib()
+    import logging
+
+    # Why: the first import of pyplot on a machine logs "Matplotlib is building the font cache;
+    # this may take a moment." through this logger, which our logging prints as a warning line.
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib
 
     matplotlib.use("Agg")  # no display on a phone or in CI

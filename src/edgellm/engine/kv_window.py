@@ -21,6 +21,7 @@ class KvMethod(StrEnum):
 
 
 METHODS = tuple(m.value for m in KvMethod)
+MIN_WINDOW = 64  # the smallest sliding window: room for n_keep and an eviction chunk
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,8 @@ class WindowPolicy:
 
     def _validate_window(self) -> None:
         """A sliding window must be large enough to keep n_keep and still evict a chunk."""
-        if self.window < 64:
-            raise InvalidArgument(f"kv_window {self.window} is too small (minimum 64)")
+        if self.window < MIN_WINDOW:
+            raise InvalidArgument(f"kv_window {self.window} is too small (minimum {MIN_WINDOW})")
         if self.n_keep >= self.window // 2:
             raise InvalidArgument(
                 f"n_keep {self.n_keep} must be below half the window ({self.window // 2}) "

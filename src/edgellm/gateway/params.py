@@ -118,7 +118,8 @@ def parse(
     cap = min(max_tokens_cap, lim.max_tokens)
     default_max = cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, cap)
     # max_tokens 0 with echo: score the prompt, generate nothing.
-    max_new_tokens = _max_tokens(body, default_max, lim.max_tokens, 0 if scoring.echo else 1)
+    limit = _Cap(lim.max_tokens, max_tokens_cap)
+    max_new_tokens = _max_tokens(body, default_max, limit, 0 if scoring.echo else 1)
     stop = tuple(_stop(body))
     speculation = _speculation(body)
     prompt, messages, constraint = _input(kind, body, lim.max_message_chars)
@@ -301,7 +302,25 @@ def _logit_bias(body: dict[str, Any], max_entries: int) -> dict[int, float]:
     return out
 
 
-def _max_tokens(body: dict[str, Any], default: int, cap: int, low: int = 1) -> int:
+@dataclass(frozen=True)
+class _Cap:
+    """The gateway's --max-tokens-cap and the daemon's --max-new-tokens-cap: the lower one binds."""
+
+    gateway: int
+    daemon: int
+
+    def check(self, key: str, given: int) -> None:
+        # Checked here, in the API's words: past the daemon's cap its refusal would name its own
+        # wire field (max_new_tokens), which an OpenAI client never sent.
+        if self.gateway <= self.daemon:
+            cap, whose = self.gateway, "the gateway's --max-tokens-cap"
+        else:
+            cap, whose = self.daemon, "the device daemon's --max-new-tokens-cap"
+        if given > cap:
+            raise invalid(f"'{key}' must be at most {cap} ({whose}), got {given}", key)
+
+
+def _max_tokens(body: dict[str, Any], default: int, cap: _Cap, low: int = 1) -> int:
     value = None
     for key in ("max_completion_tokens", "max_tokens"):
         given = _opt(body, key, int)
@@ -309,10 +328,7 @@ def _max_tokens(body: dict[str, Any], default: int, cap: int, low: int = 1) -> i
             if given < low:
                 hint = "" if low == 0 else " (0 only with echo: scoring the prompt)"
                 raise invalid(f"'{key}' must be at least {low}, got {given}{hint}", key)
-            if given > cap:
-                raise invalid(
-                    f"'{key}' must be at most {cap} (the gateway's --max-tokens-cap), got {given}", key
-                )
+            cap.check(key, given)
             value = given if value is None else value
     return default if value is None else value
 

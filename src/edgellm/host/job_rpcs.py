@@ -1,4 +1,4 @@
-"""HostService's job RPCs (Quantize, Evaluate, ScanOperators, WatchJob): parse, submit, stream.
+"""HostService's job RPCs (Quantize, Evaluate, ScanOperators, WatchJob, ListJobs): parse, submit, stream.
 
 The servicer inherits :class:`JobRpcs`; each RPC validates its request synchronously (bad input
 is refused before any job exists), submits the plain-Python core to the :class:`JobManager`,
@@ -7,6 +7,7 @@ and streams the job's events. A client that disconnects only stops its own strea
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import grpc
 
 from edgellm.common.errors import InvalidArgument, NotFound
-from edgellm.common.grpc_util import server_stream
+from edgellm.common.grpc_util import server_stream, unary
 from edgellm.common.paths import resolve_artifact
 from edgellm.host.job_results import JobResult, evaluate_result, quantize_result, scan_result, set_result
 from edgellm.host.jobs import Job, JobManager, JobUpdate, Progress
@@ -42,6 +43,20 @@ def to_event(update: JobUpdate) -> host_pb2.JobEvent:
     if update.result is not None:
         set_result(event, update.result)
     return event
+
+
+def job_info(job: Job, now: float) -> host_pb2.JobInfo:
+    """A job as `ListJobs` shows it."""
+    last = job.last
+    return host_pb2.JobInfo(
+        job_id=job.job_id,
+        kind=job.kind,
+        state=job.state,
+        stage=last.stage if last is not None else job.stage,
+        fraction=last.fraction if last is not None else 0.0,
+        age_seconds=now - job.submitted,
+        error=last.error if last is not None else "",
+    )
 
 
 def check_quantize_fields(req: host_pb2.QuantizeRequest) -> None:
@@ -164,6 +179,12 @@ class JobRpcs:
         check_scan(request)
         async for event in self._stream(self.jobs.submit("scan", lambda p: run_scan(request, p))):
             yield event
+
+    @unary
+    async def ListJobs(self, request: host_pb2.ListJobsRequest, context: Ctx) -> host_pb2.ListJobsResponse:
+        """The jobs this service still holds, oldest first (to find a job id again)."""
+        now = time.monotonic()
+        return host_pb2.ListJobsResponse(jobs=[job_info(job, now) for job in self.jobs.list()])
 
     @server_stream
     async def WatchJob(

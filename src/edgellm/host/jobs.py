@@ -47,6 +47,7 @@ class Job:
     job_id: str
     kind: str
     started: float = field(default_factory=time.monotonic)
+    submitted: float = field(default_factory=time.monotonic)  # `started` moves when a worker takes it
     events: list[JobUpdate] = field(default_factory=list)
     stage: str = "queued"
     finished_at: float | None = None
@@ -57,6 +58,20 @@ class Job:
     def done(self) -> bool:
         """Whether the job has ended (result or error)."""
         return self.finished_at is not None
+
+    @property
+    def last(self) -> JobUpdate | None:
+        """Its latest event (None before the first)."""
+        with self._lock:
+            return self.events[-1] if self.events else None
+
+    @property
+    def state(self) -> str:
+        """queued, running, done or failed."""
+        last = self.last
+        if self.done:
+            return "failed" if last is not None and last.error else "done"
+        return "queued" if self.stage == "queued" else "running"
 
     def _record(self, update: JobUpdate) -> None:
         with self._lock:
@@ -136,6 +151,11 @@ class JobManager:
         if job_id not in self._jobs:
             raise NotFound(f"no job {job_id!r} (unknown or expired)")
         return self._jobs[job_id]
+
+    def list(self) -> list[Job]:
+        """The jobs still held (running, queued, or finished within keep_seconds), oldest first."""
+        self._expire()
+        return sorted(self._jobs.values(), key=lambda job: job.submitted)
 
     def _expire(self) -> None:
         now = time.monotonic()

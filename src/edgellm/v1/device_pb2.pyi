@@ -978,6 +978,7 @@ class UpdateConfigRequest(_message.Message):
     PACING_MS_FIELD_NUMBER: _builtins.int
     POWER_FIELD_NUMBER: _builtins.int
     CLUSTER_FIELD_NUMBER: _builtins.int
+    FORGET_SAVED_FIELD_NUMBER: _builtins.int
     threads: _builtins.int
     governor_policy: _builtins.str
     setpoint_c: _builtins.float
@@ -986,6 +987,10 @@ class UpdateConfigRequest(_message.Message):
     pacing_ms: _builtins.float
     power: _builtins.str
     cluster: _builtins.str
+    forget_saved: _builtins.bool
+    """Forget the settings earlier updates saved for restarts (<data_dir>/settings.json); the next
+    start uses the command line's. Applied before the fields above, which are saved anew.
+    """
     def __init__(
         self,
         *,
@@ -997,10 +1002,11 @@ class UpdateConfigRequest(_message.Message):
         pacing_ms: _builtins.float | None = ...,
         power: _builtins.str | None = ...,
         cluster: _builtins.str | None = ...,
+        forget_saved: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_threads", b"_threads", "cluster", b"cluster", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_threads", b"_threads", "cluster", b"cluster", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_threads", b"_threads", "cluster", b"cluster", "forget_saved", b"forget_saved", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cluster: _TypeAlias = _typing.Literal["cluster"]  # noqa: Y015
     _WhichOneofArgType__cluster: _TypeAlias = _typing.Literal["_cluster", b"_cluster"]  # noqa: Y015

@@ -466,6 +466,83 @@ class WatchJobRequest(_message.Message):
 Global___WatchJobRequest: _TypeAlias = WatchJobRequest  # noqa: Y015
 
 @_typing.final
+class ListJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListJobsRequest: _TypeAlias = ListJobsRequest  # noqa: Y015
+
+@_typing.final
+class JobInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    STAGE_FIELD_NUMBER: _builtins.int
+    FRACTION_FIELD_NUMBER: _builtins.int
+    AGE_SECONDS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    kind: _builtins.str
+    """quantize | evaluate | scan | deploy"""
+    state: _builtins.str
+    """queued | running | done | failed"""
+    stage: _builtins.str
+    """the stage of its last progress event"""
+    fraction: _builtins.float
+    age_seconds: _builtins.float
+    """since it was submitted"""
+    error: _builtins.str
+    """set when it failed"""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        state: _builtins.str = ...,
+        stage: _builtins.str = ...,
+        fraction: _builtins.float = ...,
+        age_seconds: _builtins.float = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["age_seconds", b"age_seconds", "error", b"error", "fraction", b"fraction", "job_id", b"job_id", "kind", b"kind", "stage", b"stage", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobInfo: _TypeAlias = JobInfo  # noqa: Y015
+
+@_typing.final
+class ListJobsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobInfo]: ...
+    def __init__(
+        self,
+        *,
+        jobs: _abc.Iterable[Global___JobInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListJobsResponse: _TypeAlias = ListJobsResponse  # noqa: Y015
+
+@_typing.final
 class ListArtifactsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

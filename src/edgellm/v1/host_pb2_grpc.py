@@ -64,6 +64,11 @@ class HostServiceStub:
                 request_serializer=edgellm_dot_v1_dot_host__pb2.WatchJobRequest.SerializeToString,
                 response_deserializer=edgellm_dot_v1_dot_host__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/edgellm.v1.HostService/ListJobs',
+                request_serializer=edgellm_dot_v1_dot_host__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=edgellm_dot_v1_dot_host__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
 
 
 class HostServiceServicer:
@@ -106,6 +111,13 @@ class HostServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """The jobs the service still holds (running, queued, or finished within its keep time).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HostServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -138,6 +150,11 @@ def add_HostServiceServicer_to_server(servicer, server):
                     servicer.WatchJob,
                     request_deserializer=edgellm_dot_v1_dot_host__pb2.WatchJobRequest.FromString,
                     response_serializer=edgellm_dot_v1_dot_host__pb2.JobEvent.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=edgellm_dot_v1_dot_host__pb2.ListJobsRequest.FromString,
+                    response_serializer=edgellm_dot_v1_dot_host__pb2.ListJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -302,6 +319,33 @@ class HostService:
             '/edgellm.v1.HostService/WatchJob',
             edgellm_dot_v1_dot_host__pb2.WatchJobRequest.SerializeToString,
             edgellm_dot_v1_dot_host__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/edgellm.v1.HostService/ListJobs',
+            edgellm_dot_v1_dot_host__pb2.ListJobsRequest.SerializeToString,
+            edgellm_dot_v1_dot_host__pb2.ListJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,6 +38,8 @@ class HostServiceStub:
     ListArtifacts: _grpc.UnaryUnaryMultiCallable[_host_pb2.ListArtifactsRequest, _host_pb2.ListArtifactsResponse]
     WatchJob: _grpc.UnaryStreamMultiCallable[_host_pb2.WatchJobRequest, _host_pb2.JobEvent]
     """Re-attaches to a job that is still running or finished recently."""
+    ListJobs: _grpc.UnaryUnaryMultiCallable[_host_pb2.ListJobsRequest, _host_pb2.ListJobsResponse]
+    """The jobs the service still holds (running, queued, or finished within its keep time)."""
 
 @_typing.type_check_only
 class HostServiceAsyncStub(HostServiceStub):
@@ -49,6 +51,8 @@ class HostServiceAsyncStub(HostServiceStub):
     ListArtifacts: _aio.UnaryUnaryMultiCallable[_host_pb2.ListArtifactsRequest, _host_pb2.ListArtifactsResponse]  # type: ignore[assignment]
     WatchJob: _aio.UnaryStreamMultiCallable[_host_pb2.WatchJobRequest, _host_pb2.JobEvent]  # type: ignore[assignment]
     """Re-attaches to a job that is still running or finished recently."""
+    ListJobs: _aio.UnaryUnaryMultiCallable[_host_pb2.ListJobsRequest, _host_pb2.ListJobsResponse]  # type: ignore[assignment]
+    """The jobs the service still holds (running, queued, or finished within its keep time)."""
 
 class HostServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -93,5 +97,13 @@ class HostServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_host_pb2.JobEvent], _abc.AsyncIterator[_host_pb2.JobEvent]]:
         """Re-attaches to a job that is still running or finished recently."""
+
+    @_abc_1.abstractmethod
+    def ListJobs(
+        self,
+        request: _host_pb2.ListJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_host_pb2.ListJobsResponse, _abc.Awaitable[_host_pb2.ListJobsResponse]]:
+        """The jobs the service still holds (running, queued, or finished within its keep time)."""
 
 def add_HostServiceServicer_to_server(servicer: HostServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

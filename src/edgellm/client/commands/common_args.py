@@ -149,22 +149,31 @@ def model_defaults(client: DaemonClient) -> GenerateParams:
     return for_model(status.model if status.HasField("model") else None)
 
 
-def read_text_arg(value: str, file: Path | None, what: str = "prompt") -> str:
-    """The text itself, `-` for stdin, or the contents of --prompt-file (UTF-8).
+def read_text_arg(value: str | None, file: Path | None, what: str = "prompt") -> str:
+    """The text itself, `-` for stdin, or the contents of --prompt-file (UTF-8); never empty.
 
-    Text read from stdin or a file loses one final newline (what `echo` and editors add): a small
-    model answers a question that ends in a newline differently (SmolLM2-135M, greedy, "What is
-    the capital of France?": Paris without the newline, an invented "L'Étoile" with it).
+    VALUE is None when no argument was given. Text read from stdin or a file loses one final
+    newline (what `echo` and editors add): a small model answers a question that ends in a newline
+    differently (SmolLM2-135M, greedy, "What is the capital of France?": Paris without the
+    newline, an invented "L'Étoile" with it). Blank text is refused: the model would ramble on
+    from its chat template alone.
     """
     if file is not None:
-        if value:
+        if value is not None:
             raise InvalidArgument(f"give the {what} as an argument or with --{what}-file, not both")
-        return file.read_text(encoding="utf-8").removesuffix("\n")
+        return _not_blank(file.read_text(encoding="utf-8").removesuffix("\n"), what, f"{file} is empty")
     if value == "-":
-        return sys.stdin.read().removesuffix("\n")
-    if not value:
+        return _not_blank(sys.stdin.read().removesuffix("\n"), what, "stdin was empty")
+    if value is None:
         raise InvalidArgument(f"no {what}: pass it as an argument, `-` to read stdin, or --{what}-file FILE")
-    return value
+    return _not_blank(value, what, "the argument is empty")
+
+
+def _not_blank(text: str, what: str, where: str) -> str:
+    if not text.strip():
+        whitespace = "" if not text else " (only whitespace)"
+        raise InvalidArgument(f"the {what} is empty: {where}{whitespace}; give the text to send")
+    return text
 
 
 def report_rpc_error(

@@ -1,29 +1,68 @@
-"""`edgellm config get|set`: read or change the daemon's threads, governor or KV window at runtime."""
+"""`edgellm config get|set|reset`: read or change the daemon's threads, governor or KV window at runtime.
+
+`set` is saved by the daemon for its restarts; `reset` forgets what was saved.
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from edgellm.client.connect_args import add_target, client_from
+from edgellm.common.argtypes import float_in, int_in
 from edgellm.common.errors import InvalidArgument
+from edgellm.engine.kv_window import MIN_WINDOW
 from edgellm.v1 import device_pb2
 
-# key -> (UpdateConfigRequest field, parser)
-KEYS: dict[str, tuple[str, type]] = {
-    "threads": ("threads", int),
-    "policy": ("governor_policy", str),
-    "governor": ("governor_policy", str),
-    "setpoint": ("setpoint_c", float),
-    "setpoint_c": ("setpoint_c", float),
-    "pacing_ms": ("pacing_ms", float),
-    "pacing": ("pacing_ms", float),
-    "power": ("power", str),
-    "cluster": ("cluster", str),
-    "kv_window": ("kv_window", int),
-    "n_keep": ("n_keep", int),
+
+@dataclass(frozen=True)
+class Key:
+    """A `config set` key: the UpdateConfigRequest field it sets and how its value is read."""
+
+    field: str
+    parse: Callable[[str], Any]
+    note: str = ""  # what the value means, added to a refusal
+
+
+def _choice(*names: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in names:
+            raise argparse.ArgumentTypeError(f"must be one of {', '.join(names)}, got {text!r}")
+        return text
+
+    return parse
+
+
+def _window(text: str) -> int:
+    value = int_in(-(2**31))(text)  # any integer; the window's own bounds follow
+    if value != 0 and value < MIN_WINDOW:
+        raise argparse.ArgumentTypeError(f"must be 0 or at least {MIN_WINDOW}, got {value}")
+    return value
+
+
+# The daemon checks ranges it alone knows (a window's minimum, the setpoint's band, the clusters);
+# the client refuses what cannot even be sent (a negative count in a uint32 field) and names the
+# key the user typed, not the wire field (`policy`, not `governor_policy`).
+_POLICY = Key("governor_policy", _choice("thermal", "off", "pinned"))
+_SETPOINT = Key("setpoint_c", float_in(-273.0), "°C")
+_PACING = Key("pacing_ms", float_in(0.0), "ms slept between decode steps")
+KEYS: dict[str, Key] = {
+    "threads": Key("threads", int_in(1), "engine threads"),
+    "policy": _POLICY,
+    "governor": _POLICY,
+    "setpoint": _SETPOINT,
+    "setpoint_c": _SETPOINT,
+    "pacing_ms": _PACING,
+    "pacing": _PACING,
+    "power": Key("power", _choice("high", "normal", "low")),
+    "cluster": Key("cluster", str),
+    "kv_window": Key("kv_window", _window, "tokens in a sliding KV window; 0 = no window"),
+    "n_keep": Key("n_keep", int_in(0), "prompt tokens a sliding window keeps"),
 }
 # What `config get` prints, in this order (the canonical key names of KEYS, plus the rung).
 SETTINGS = ("threads", "kv_window", "n_keep", "policy", "setpoint_c", "cluster", "rung", "power", "pacing_ms")
@@ -38,6 +77,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_target(s, nested=True)
     s.add_argument("pairs", nargs="+", metavar="KEY=VALUE", help="settings to change (UpdateConfig)")
     s.set_defaults(handler=run_set)
+    r = verbs.add_parser(
+        "reset",
+        help="forget the settings `config set` saved: the daemon's next start uses its command line's",
+    )
+    add_target(r, nested=True)
+    r.set_defaults(handler=run_reset)
     g = verbs.add_parser("get", help=f"print settings: all, or the KEYs given ({', '.join(SETTINGS)})")
     add_target(g, nested=True)
     g.add_argument("keys", nargs="*", metavar="KEY", help="settings to print (default: all)")
@@ -51,14 +96,17 @@ def parse_pairs(pairs: list[str]) -> device_pb2.UpdateConfigRequest:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or key not in KEYS:
-            raise InvalidArgument(f"expected KEY=VALUE with KEY in {', '.join(sorted(KEYS))}, got {pair!r}")
-        field, kind = KEYS[key]
-        try:
-            setattr(req, field, kind(value))
-        except ValueError:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f" (did you mean {close[0]}={value}?)" if sep and close else ""
             raise InvalidArgument(
-                f"{key} takes {'an integer' if kind is int else 'a number'}, got {value!r}"
-            ) from None
+                f"expected KEY=VALUE with KEY in {', '.join(sorted(KEYS))}, got {pair!r}{hint}"
+            )
+        spec = KEYS[key]
+        try:
+            setattr(req, spec.field, spec.parse(value))
+        except (argparse.ArgumentTypeError, ValueError) as err:
+            note = f" ({spec.note})" if spec.note else ""
+            raise InvalidArgument(f"{key} {err}{note}".replace(f"{key} '", f"{key}: '")) from None
     return req
 
 
@@ -88,6 +136,22 @@ def run_set(ns: argparse.Namespace) -> int:
     with client_from(ns, timeout=120.0) as client:  # a thread change reloads the model
         st = client.stub.UpdateConfig(req, timeout=120.0)
     sys.stdout.write(_line(settings(st)) + "\n")
+    sys.stderr.write(
+        "saved: the daemon applies these again after a restart (settings.json in its data directory); "
+        "`edgellm config reset` forgets them\n"
+    )
+    return 0
+
+
+def run_reset(ns: argparse.Namespace) -> int:
+    """Forget the saved settings; the live ones stay until the daemon restarts."""
+    with client_from(ns, timeout=30.0) as client:
+        st = client.stub.UpdateConfig(device_pb2.UpdateConfigRequest(forget_saved=True), timeout=30.0)
+    sys.stdout.write(_line(settings(st)) + "\n")
+    sys.stderr.write(
+        "forgot the saved settings: the daemon's next start uses its command line's; the ones above "
+        "stay in force until then\n"
+    )
     return 0
 
 

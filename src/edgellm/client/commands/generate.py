@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 from edgellm.client.client import finish_reason_name
 from edgellm.client.commands.common_args import (
@@ -19,6 +20,7 @@ from edgellm.client.commands.common_args import (
 from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.failures import FAILED, OK
 from edgellm.client.params import Constraint, GenerateParams
+from edgellm.client.prefill_notice import PrefillNotice
 from edgellm.common.errors import InvalidArgument
 from edgellm.v1 import device_pb2
 
@@ -51,7 +53,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--grammar", metavar="FILE", type=Path, help="answer in this Lark grammar (llguidance)"
     )
     p.add_argument(
-        "prompt", nargs="?", default="", help="the prompt text, or - to read it from stdin (any length)"
+        "prompt", nargs="?", default=None, help="the prompt text, or - to read it from stdin (any length)"
     )
     p.set_defaults(handler=run)
 
@@ -109,25 +111,39 @@ def run(ns: argparse.Namespace) -> int:
     out = sys.stdout
     wrote = False
     status = OK
+    tokens = 0
     try:
-        with client_from(ns) as client:
+        with client_from(ns) as client, PrefillNotice(len(text)) as notice:
             request = _params(ns, text, constraint, model_defaults(client)).to_proto()
             start = time.perf_counter()
             first: float | None = None
             for response in client.stream(request):
+                notice.done()
+                tokens += len(response.token_ids)
                 if response.text:
                     first = time.perf_counter() - start if first is None else first
+                    wrote = True  # before the write: Ctrl-C may land inside it
                     out.write(response.text)
                     out.flush()
-                    wrote = True
                 if response.finish_reason:
                     out.write("\n")
                     wrote = False
                     status = _finished(ns, response, first, constraint)
+    except KeyboardInterrupt:
+        _end_line(out, wrote)  # the answer's line first, then the note, on a shared terminal
+        wrote = False
+        if not ns.quiet_stats:
+            sys.stderr.write(f"[interrupted] after {tokens} tokens\n")
+        raise
     finally:
-        if wrote:  # interrupted mid-answer: end the line so the shell prompt starts clean
-            out.write("\n")
+        _end_line(out, wrote)  # cut off by an error: end the line so the shell prompt starts clean
     return status
+
+
+def _end_line(out: TextIO, wrote: bool) -> None:
+    if wrote:
+        out.write("\n")
+        out.flush()
 
 
 def _params(

@@ -1,4 +1,4 @@
-"""`edgellm jobs quantize|eval|scan|deploy|watch|artifacts`: run host jobs on a (remote) host service.
+"""`edgellm jobs quantize|eval|scan|deploy|watch|list|artifacts`: run host jobs on a (remote) host service.
 
 `edgellm host` starts the service; these commands submit a job to it and follow the progress it
 streams. Paths are paths on the service's machine (`default` = its cached default artifact).
@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = _verb(verbs, "scan", "check an artifact's operators against a backend, on the host")
     s.add_argument("artifact", help="artifact directory (or .mnn file) on the host, or 'default'")
     s.add_argument("--backend", choices=("cpu", "opencl", "vulkan", "npu"), default="cpu", help="MNN backend")
+    s.add_argument("--allow-fallback", action="store_true", help="succeed even if ops fall back to the CPU")
     s.set_defaults(handler=run_scan)
 
     d = _verb(verbs, "deploy", "push an artifact from the host to a device daemon, load it, try it")
@@ -71,6 +72,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a = _verb(verbs, "artifacts", "list the artifacts in the host's cache")
     a.set_defaults(handler=run_artifacts)
 
+    ls = _verb(
+        verbs,
+        "list",
+        "list the host's jobs (running, queued, finished in the last hour): id, kind, state, age",
+    )
+    ls.set_defaults(handler=run_list)
+
 
 def _verb(
     verbs: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
@@ -85,8 +93,13 @@ def _verb(
     )
     add_client_security(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    if name not in ("watch", "artifacts"):
-        p.add_argument("--detach", action="store_true", help="print the job id and return; the job runs on")
+    if name not in ("watch", "artifacts", "list"):
+        p.add_argument(
+            "--detach",
+            action="store_true",
+            help="print the job id and return at once; the job keeps running on the host "
+            "(follow it with `edgellm jobs watch JOB_ID`)",
+        )
     p.set_defaults(peer_kind=HOST_SERVICE)
     return p
 
@@ -148,6 +161,33 @@ def run_artifacts(ns: argparse.Namespace) -> int:
     return OK
 
 
+def run_list(ns: argparse.Namespace) -> int:
+    """List the host's jobs, oldest first."""
+    from edgellm.client.jsonout import message_dict
+
+    with HostClient(ns.target, security_from(ns)) as client:
+        jobs = list(client.jobs().jobs)
+    if ns.json:
+        sys.stdout.write(json.dumps([message_dict(j) for j in jobs], indent=2) + "\n")
+        return OK
+    if not jobs:
+        sys.stdout.write("no jobs on the host service (finished ones are kept for an hour)\n")
+        return OK
+    sys.stdout.write(f"{'JOB ID':<26} {'KIND':<9} {'STATE':<8} {'AGE':>7}  STAGE\n")
+    for j in jobs:
+        stage = f"{j.stage} ({100 * j.fraction:.0f}%)" if j.state == "running" else j.stage
+        sys.stdout.write(f"{j.job_id:<26} {j.kind:<9} {j.state:<8} {_age(j.age_seconds):>7}  {stage}\n")
+    return OK
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
 class _Progress:
     """A progress bar on a terminal; one line per stage change into a pipe or a log file."""
 
@@ -161,7 +201,9 @@ class _Progress:
         if not sys.stderr.isatty():
             if p.stage != self.stage:
                 self.stage = p.stage
-                sys.stderr.write(f"[{100 * p.fraction:3.0f}%] {p.stage}: {p.message}\n")
+                # The last event is stage "done", message "done": one word, not "done: done".
+                text = p.stage if p.message in ("", p.stage) else f"{p.stage}: {p.message}"
+                sys.stderr.write(f"[{100 * p.fraction:3.0f}%] {text}\n")
             return
         if self.bar is None:
             from tqdm import tqdm
@@ -210,7 +252,21 @@ def _run(ns: argparse.Namespace, kind: str, request: Any) -> int:
     assert last is not None  # follow() raises unless a last (done) event came
     result = outcome(last)
     if result.error:
-        sys.stderr.write(f"edgellm jobs {ns.verb}: job {result.job_id} failed: {result.error}\n")
+        # The host words its error "CODE: message"; the code is for programs (--json), not people.
+        message = result.error.removeprefix(f"{result.error_code}: ") if result.error_code else result.error
+        sys.stderr.write(f"edgellm jobs {ns.verb}: job {result.job_id} failed: {message}\n")
         return BAD_INPUT if result.error_code in _BAD_INPUT_ERRORS else FAILED
     sys.stdout.write(_text(result, ns.json) + "\n")
-    return OK
+    return _fallback_status(ns, result)
+
+
+def _fallback_status(ns: argparse.Namespace, result: JobOutcome) -> int:
+    """As the local `edgellm scan`: operators that fall back to the CPU exit 1 unless --allow-fallback."""
+    scanned = result.typed if isinstance(result.typed, host_pb2.ScanResult) else None
+    if scanned is None or not scanned.fallback or getattr(ns, "allow_fallback", True):
+        return OK
+    sys.stderr.write(
+        f"edgellm jobs scan: {scanned.backend} cannot run {', '.join(scanned.fallback)}; "
+        "pass --allow-fallback to run them on the CPU\n"
+    )
+    return FAILED

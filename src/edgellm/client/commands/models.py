@@ -56,7 +56,11 @@ def run_push(ns: argparse.Namespace) -> int:
             pusher = Pusher(client.channel, artifact, int(ns.chunk_mib * (1 << 20)))
         except ValueError as err:  # load_local: a file missing, a link, a wrong size
             raise InvalidArgument(f"{artifact} cannot be pushed: {err}") from err
-        with tqdm(total=pusher.total, unit="B", unit_scale=True, unit_divisor=1000, desc="push") as bar:
+        # No bar into a pipe or a log (it wrote ~170 \r updates there); the summary line below stays.
+        quiet = not sys.stderr.isatty()
+        with tqdm(
+            total=pusher.total, unit="B", unit_scale=True, unit_divisor=1000, desc="push", disable=quiet
+        ) as bar:
 
             def show(p: PushProgress) -> None:
                 bar.n = p.bytes_done

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,6 +18,7 @@ import grpc
 
 from edgellm.client.client import DaemonClient
 from edgellm.client.connect_args import add_target, client_from
+from edgellm.client.failures import INTERRUPTED, OK
 from edgellm.client.jsonout import message_dict
 from edgellm.client.plot import Trace, plot_traces, require_matplotlib
 from edgellm.common.argtypes import int_in, non_negative_int
@@ -117,7 +119,20 @@ def plot_file(source: Path, out: Path) -> None:
     plot_samples([json.loads(line) for line in lines if line.strip()], out, f"telemetry {source.name}")
 
 
-def _samples(client: DaemonClient, interval_ms: int, limit: int) -> Iterator[device_pb2.TelemetrySample]:
+@dataclass
+class Interrupt:
+    """Whether Ctrl-C ended the stream (the command then exits 130, as documented, after saving)."""
+
+    happened: bool = False
+
+    def stop(self, call: Any) -> None:
+        self.happened = True
+        call.cancel()
+
+
+def _samples(
+    client: DaemonClient, interval_ms: int, limit: int, interrupt: Interrupt
+) -> Iterator[device_pb2.TelemetrySample]:
     """Samples until `limit` (0 = no limit) or Ctrl-C; the stream is cancelled either way."""
     call = client.stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=interval_ms))
     count = 0
@@ -126,7 +141,7 @@ def _samples(client: DaemonClient, interval_ms: int, limit: int) -> Iterator[dev
     # exit 130. Cancelling the call makes Ctrl-C end the stream wherever it lands.
     previous = None
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, lambda _sig, _frame: call.cancel())
+        previous = signal.signal(signal.SIGINT, lambda _sig, _frame: interrupt.stop(call))
     try:
         for sample in call:
             count += 1
@@ -134,6 +149,7 @@ def _samples(client: DaemonClient, interval_ms: int, limit: int) -> Iterator[dev
             if limit and count >= limit:
                 return
     except KeyboardInterrupt:
+        interrupt.happened = True
         return
     except grpc.RpcError as err:
         if err.code() != grpc.StatusCode.CANCELLED:
@@ -183,14 +199,15 @@ def run(ns: argparse.Namespace) -> int:
     if ns.source is not None:
         return _plot_recording(ns)
     recording = ns.record is not None or ns.plot is not None
-    kept, target = _stream(ns, recording)
+    interrupt = Interrupt()
+    kept, target = _stream(ns, recording, interrupt)
     if recording and sys.stderr.isatty():
         sys.stderr.write("\n")
     if ns.record is not None:
         sys.stdout.write(f"recorded {len(kept)} samples to {ns.record}\n")
     if ns.plot is not None:
         _plot_kept(kept, ns.plot, f"telemetry {ns.record.name if ns.record else target}")
-    return 0
+    return INTERRUPTED if interrupt.happened else OK
 
 
 def _plot_recording(ns: argparse.Namespace) -> int:
@@ -202,7 +219,9 @@ def _plot_recording(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _stream(ns: argparse.Namespace, recording: bool) -> tuple[list[dict[str, Any]], str]:
+def _stream(
+    ns: argparse.Namespace, recording: bool, interrupt: Interrupt
+) -> tuple[list[dict[str, Any]], str]:
     """Read samples into the chosen sink until the limit (or Ctrl-C); the samples kept and the target."""
     limit = ns.samples if (ns.watch or recording or ns.samples) else 1
     with contextlib.ExitStack() as stack:
@@ -211,7 +230,7 @@ def _stream(ns: argparse.Namespace, recording: bool) -> tuple[list[dict[str, Any
         sink = _Sink(ns, limit, record)
         if recording and not limit:
             sys.stderr.write("recording; Ctrl-C to stop\n")
-        for s in _samples(client, ns.interval_ms, limit):
+        for s in _samples(client, ns.interval_ms, limit, interrupt):
             sink.write(s)
     return sink.kept, client.target
 

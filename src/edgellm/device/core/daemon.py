@@ -22,6 +22,7 @@ from edgellm.device.config import DaemonConfig, check_setting
 from edgellm.device.core.load_records import same_load
 from edgellm.device.core.loading import EngineFactory
 from edgellm.device.core.models import ModelLifecycle
+from edgellm.device.core.saved_settings import SavedSettings
 from edgellm.device.core.scheduler import Scheduler, load_wait_s
 from edgellm.device.core.state import (
     ConfigUpdate,
@@ -103,6 +104,7 @@ class DaemonCore:
         self._pushes = PushReceiver(self.store)
         self.retune_idle_s = RETUNE_IDLE_S
         self._retune_task: asyncio.Task[None] | None = None
+        self.saved = SavedSettings(config.store.data_dir)
 
     @property
     def config(self) -> DaemonConfig:
@@ -268,12 +270,36 @@ class DaemonCore:
         return len(loaded.engine.history) if loaded is not None else 0
 
     async def update(self, change: ConfigUpdate) -> None:
-        """UpdateConfig: validate every field first (nothing changes on INVALID_ARGUMENT), then apply.
+        """UpdateConfig: validate every field first (nothing changes on INVALID_ARGUMENT), then apply,
+        and save the fields given for restarts (`<data_dir>/settings.json`; forget_saved clears it).
 
         A new thread count reloads the model: MNN reads thread_num only in initRuntime(), which
         only load() runs.
         """
         self._validate(change)
+        if change.forget_saved:
+            self.saved.forget()
+        self.saved.add(change)
+        await self._apply(change)
+
+    async def apply_saved(self) -> None:
+        """At start, after the model is loaded: the settings `config set` saved before a restart.
+
+        Saved settings that the daemon now refuses (a window larger than a new model's context, a
+        cluster this phone lacks) are logged and left out, not fatal: the daemon still serves.
+        """
+        change = self.saved.load()
+        if change is None:
+            return
+        try:
+            self._validate(change)
+        except EdgeError as err:
+            log.warning("saved_settings_refused", path=str(self.saved.path), reason=str(err))
+            return
+        await self._apply(change)
+        log.info("saved_settings_applied", path=str(self.saved.path), settings=self.saved.read())
+
+    async def _apply(self, change: ConfigUpdate) -> None:
         c = self.config
         window = change.kv_window if change.kv_window is not None else c.kv.kv_window
         keep = change.n_keep if change.n_keep is not None else c.kv.n_keep

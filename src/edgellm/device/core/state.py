@@ -84,6 +84,7 @@ class ConfigUpdate:
     kv_window: int | None = None
     n_keep: int | None = None
     governor: GovernorUpdate = field(default_factory=GovernorUpdate)
+    forget_saved: bool = False  # forget what earlier updates saved for restarts (core/saved_settings.py)
 
     def settings(self) -> dict[str, object]:
         """The daemon settings (DaemonConfig names) this update sets, to check by their flags' types."""

@@ -102,6 +102,8 @@ async def start_server(
             raise
     else:
         await core.restore()  # the model loaded before the last shutdown, if any
+    await core.apply_saved()  # `edgellm config set` before the restart (after the load: a window
+    # is checked against the loaded model's context)
     running.keep_alive = asyncio.create_task(core.keep_alive())
     return running
 

@@ -105,6 +105,7 @@ def config_update_from(req: device_pb2.UpdateConfigRequest) -> ConfigUpdate:
             power=req.power if req.HasField("power") else None,
             cluster=req.cluster if req.HasField("cluster") else None,
         ),
+        forget_saved=req.forget_saved,
     )
 
 

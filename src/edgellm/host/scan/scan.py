@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from edgellm.common.op_table import op_table
 from edgellm.host.quantize.mnn_weights import graph_json
 from edgellm.host.scan.support import support_for
 
@@ -41,14 +42,8 @@ class ScanReport:
 
     def table(self) -> str:
         """Terminal table."""
-        lines = [f"{'operator':<24}{'count':>7}  {self.backend}", "-" * 42]
-        for o in self.ops:
-            lines.append(f"{o.op:<24}{o.count:>7}  {'yes' if o.supported else 'NO -> cpu fallback'}")
-        summary = (
-            "all operators supported" if not self.fallback else f"unsupported: {', '.join(self.fallback)}"
-        )
-        lines += ["", f"{summary} ({self.fallback_nodes} nodes fall back)", f"table: {self.table_source}"]
-        return "\n".join(lines)
+        rows = [(o.op, o.count, o.supported) for o in self.ops]
+        return op_table(self.backend, rows, self.fallback, self.fallback_nodes, self.table_source)
 
 
 def op_counts(graph: dict[str, Any]) -> Counter[str]:
