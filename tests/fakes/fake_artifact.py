@@ -6,6 +6,7 @@ the 256 single bytes (so any text encodes) and a few whole words.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,16 +51,21 @@ def write_fake_artifact(
     runtime: Runtime | None = None,
     hf_tokenizer: bool = False,
     sampling: SamplingDefaults | None = None,
+    chat_template: dict[str, str] | None = None,
 ) -> Path:
     """Write the fake artifact into `root` (created), with `runtime` as its MNN settings; return it.
 
     With `hf_tokenizer` it carries tokenizer.json too, as artifacts built for constrained output do;
-    `sampling` is the model's recorded sampling defaults (None: none, as before they were recorded).
+    `sampling` is the model's recorded sampling defaults (None: none, as before they were recorded);
+    `chat_template` is llm_config.json's `jinja` ({"chat_template", "bos", "eos"}) as llmexport writes it.
     """
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text("{}\n")
     write_token_table(PIECES, root / TOKEN_TABLE)
     names = ["config.json", TOKEN_TABLE]
+    if chat_template is not None:
+        (root / "llm_config.json").write_text(json.dumps({"jinja": chat_template}), encoding="utf-8")
+        names.append("llm_config.json")
     if hf_tokenizer:
         write_hf_tokenizer(root / HF_TOKENIZER)
         names.append(HF_TOKENIZER)

@@ -21,6 +21,7 @@ from edgellm.device.rpc.server import RunningDaemon
 from edgellm.engine.mnn import MnnEngine
 from tests.daemons import loopback_daemon
 from tests.gateway.conftest import StartGateway, keyed_http, sdk
+from tests.gateway.tool_schemas import WEATHER
 
 TOLERANCE = 1e-3
 QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the capital of France?"}]
@@ -145,6 +146,62 @@ async def test_streamed_completion_logprobs_equal_the_whole_answer(
     assert whole.usage and len(lists["tokens"]) == whole.usage.completion_tokens
 
 
+async def test_chat_logprobs_come_with_tool_calls_and_stream_the_same(
+    real_daemon: RunningDaemon, start_gw: StartGateway
+) -> None:
+    """Every generated token's entry, the call's tokens included (as vLLM answers), streamed or not."""
+    gw = await start_gw(real_daemon)
+    args: dict[str, Any] = {
+        "model": _model(real_daemon), "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [WEATHER], "tool_choice": "required", "temperature": 0, "max_tokens": 60,
+        "logprobs": True, "top_logprobs": 2,
+    }  # fmt: skip
+    async with sdk(gw) as client:
+        whole = await client.chat.completions.create(**args)
+        streamed: list[Any] = []
+        calls: list[Any] = []
+        async for chunk in await client.chat.completions.create(**args, stream=True):
+            if chunk.choices and chunk.choices[0].logprobs is not None:
+                streamed.extend(chunk.choices[0].logprobs.content or [])
+            if chunk.choices and chunk.choices[0].delta.tool_calls:
+                calls.extend(chunk.choices[0].delta.tool_calls)
+    choice = whole.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls and calls
+    assert choice.logprobs is not None and choice.logprobs.content
+    assert whole.usage and len(choice.logprobs.content) == whole.usage.completion_tokens
+    assert [e.model_dump() for e in streamed] == [e.model_dump() for e in choice.logprobs.content]
+
+
+async def test_a_streamed_completion_with_echo_sends_the_prompt_first_and_equals_the_whole_answer(
+    real_daemon: RunningDaemon, start_gw: StartGateway
+) -> None:
+    gw = await start_gw(real_daemon)
+    prompt = "The capital of France is"
+    args: dict[str, Any] = {
+        "model": _model(real_daemon), "prompt": prompt, "temperature": 0, "max_tokens": 6,
+        "logprobs": 1, "echo": True,
+    }  # fmt: skip
+    lists: dict[str, list[Any]] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    async with sdk(gw) as client:
+        whole = await client.completions.create(**args)
+        texts = []
+        async for chunk in await client.completions.create(**args, stream=True):
+            if chunk.choices:
+                texts.append(chunk.choices[0].text)
+            if chunk.choices and chunk.choices[0].logprobs is not None:
+                for key, values in lists.items():
+                    values.extend(getattr(chunk.choices[0].logprobs, key) or [])
+        plain = [
+            c.choices[0].text
+            async for c in await client.completions.create(**args | {"logprobs": None}, stream=True)
+            if c.choices
+        ]
+    assert texts[0] == prompt and plain[0] == prompt  # the prompt, whole, is the first chunk
+    assert "".join(texts) == "".join(plain) == whole.choices[0].text
+    assert whole.choices[0].logprobs is not None
+    assert lists == {key: getattr(whole.choices[0].logprobs, key) for key in lists}
+
+
 async def test_completions_score_a_list_of_prompts_with_echo_like_a_teacher_forced_prefill(
     real_daemon: RunningDaemon, start_gw: StartGateway, twin: MnnEngine
 ) -> None:
@@ -207,7 +264,6 @@ async def test_an_lm_eval_loglikelihood_request_scores_token_id_prompts(
         ("completions", {"logprobs": True}, "logprobs"),
         ("completions", {"echo": 1}, "echo"),
         ("completions", {"max_tokens": 0}, "max_tokens"),
-        ("completions", {"echo": True, "stream": True}, "echo"),
         ("completions", {"logprobs": -1}, "logprobs"),
         ("completions", {"prompt": ["a", "b"], "stream": True}, "prompt"),
         ("completions", {"prompt": [[1, -2]]}, "prompt"),

@@ -52,7 +52,10 @@ def test_the_tools_go_into_the_system_turn_and_the_calls_into_a_grammar() -> Non
 def test_required_and_no_parallel_calls_make_the_whole_answer_one_call() -> None:
     parsed = parse("chat", _chat(tool_choice="required", parallel_tool_calls=False), CAP)
     assert parsed.params.constraint is not None
-    assert parsed.params.constraint.text.startswith("start: calls\ncalls: call\n")
+    assert parsed.params.constraint.text.startswith(
+        'start: calls\ncalls: "<tool_call>\\n" call "\\n</tool_call>"\n'
+    )
+    assert "SEP" not in parsed.params.constraint.text
 
 
 def test_tool_choice_none_sends_a_plain_chat() -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from edgellm.common.proto_fields import copied
 from edgellm.engine.artifact import Artifact
+from edgellm.engine.chat_template import chat_template
 from edgellm.v1 import common_pb2
 
 
 def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
-    """ArtifactInfo for an artifact (sampling_defaults unset when its manifest records none)."""
+    """ArtifactInfo for an artifact (sampling_defaults unset when its manifest records none,
+    chat_template when it carries none)."""
     m = artifact.manifest
     info = common_pb2.ArtifactInfo(
         artifact_id=artifact.artifact_id,
@@ -21,4 +23,11 @@ def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
     )
     if m.sampling is not None:
         info.sampling_defaults.CopyFrom(copied(common_pb2.SamplingDefaults, m.sampling))
+    template = chat_template(artifact)
+    if template is not None:
+        info.chat_template.CopyFrom(
+            common_pb2.ChatTemplate(
+                template=template.source, bos_token=template.bos_token, eos_token=template.eos_token
+            )
+        )
     return info

@@ -24,8 +24,17 @@ def token_text(raw: bytes) -> str:
         return "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
 
 
+# OpenAI's number for a token that cannot be chosen; JSON has no -inf, which a constraint's or
+# logit_bias's mask gives the alternatives it excludes (top_logprobs wider than what is allowed).
+FLOOR = -9999.0
+
+
+def _finite(value: float) -> float:
+    return value if value > FLOOR else FLOOR
+
+
 def _logprob(lp: TokenLogprob) -> float | None:
-    return lp.logprob if lp.HasField("logprob") else None
+    return _finite(lp.logprob) if lp.HasField("logprob") else None
 
 
 def chat_content(entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
@@ -62,7 +71,7 @@ def legacy_logprobs(entries: Sequence[TokenLogprob], start: int = 0) -> dict[str
         "tokens": tokens,
         "token_logprobs": [_logprob(lp) for lp in entries],
         "top_logprobs": [
-            None if not lp.HasField("logprob") else {token_text(t.token): t.logprob for t in lp.top}
+            None if not lp.HasField("logprob") else {token_text(t.token): _finite(t.logprob) for t in lp.top}
             for lp in entries
         ],
         "text_offset": offsets,

@@ -15,6 +15,7 @@ from edgellm.gateway.scoring import Prompt, Scoring, chat_scoring, completion_sc
 from edgellm.gateway.tools.grammar import lark
 from edgellm.gateway.tools.prompt import TOOL_ROLE, assistant_text, tool_result, with_tools
 from edgellm.gateway.tools.spec import ToolSpec, tool_spec
+from edgellm.gateway.tools.template import Syntax, ToolTemplate, template_message
 from edgellm.v1 import device_pb2
 
 Kind = Literal["chat", "completion"]
@@ -80,6 +81,8 @@ class Parsed:
     scoring: Scoring = field(default_factory=Scoring)  # logprobs and echo (scoring.py)
     # A completion's prompts, one request each (`params` is the first); a chat's is (params,).
     batch: tuple[GenerateParams, ...] = ()
+    # How the model writes calls: its template's syntax, or the Hermes fallback prompt's.
+    syntax: Syntax = "hermes"
 
     def with_ids(self, request_id: str, session_id: str) -> Parsed:
         """This request with the device request id and session set (on every prompt of the batch)."""
@@ -100,11 +103,14 @@ def parse(
     max_tokens_cap: int,
     limits: Limits | None = None,
     defaults: GenerateParams = RECOMMENDED,
+    template: ToolTemplate | None = None,
 ) -> Parsed:
     """Check an OpenAI body and build its GenerateParams; raise ApiError (400) naming the field.
 
     MAX_TOKENS_CAP is the daemon's cap (the chat default); LIMITS are the gateway's own caps;
-    DEFAULTS give each sampling field the body leaves out (the loaded model's: sampling.for_model).
+    DEFAULTS give each sampling field the body leaves out (the loaded model's: sampling.for_model);
+    TEMPLATE is the loaded model's chat template when it renders tools (tools/template.py): a chat
+    with tools or tool turns is then rendered here and sent as raw text.
     """
     lim = limits or Limits()
     if not isinstance(body, dict):
@@ -114,7 +120,7 @@ def parse(
     # Checked in this order so that a body with several faults gets the same 400 as before.
     sampling = _sampling(body, lim.max_logit_bias, defaults)
     stream, include_usage = _stream_options(body)
-    scoring = chat_scoring(body) if kind == "chat" else completion_scoring(body, stream)
+    scoring = chat_scoring(body) if kind == "chat" else completion_scoring(body)
     cap = min(max_tokens_cap, lim.max_tokens)
     default_max = cap if kind == "chat" else min(COMPLETION_DEFAULT_MAX_TOKENS, cap)
     # max_tokens 0 with echo: score the prompt, generate nothing.
@@ -124,13 +130,16 @@ def parse(
     speculation = _speculation(body)
     prompt, messages, constraint = _input(kind, body, lim.max_message_chars)
     tools = tool_spec(body) if kind == "chat" else None
-    messages, constraint = _with_tools(messages, constraint, tools)
+    used = _rendered(kind, body, template)
+    syntax: Syntax = _syntax(used)
+    messages, constraint = _with_tools(messages, constraint, tools, syntax)
     params = GenerateParams(
-        prompt=prompt,
-        messages=messages,
+        **_device_input(prompt, messages, used),
         max_new_tokens=max_new_tokens,
         stop=stop,
-        model=model,
+        # A prompt rendered with the loaded model's template is for that model only: pinned, so a
+        # LoadModel of another since the last status is refused rather than fed a foreign prompt.
+        model=_pinned(model, used),
         constraint=constraint,
         speculation=speculation,
         **sampling,
@@ -148,6 +157,7 @@ def parse(
         tools=tools,
         scoring=scoring,
         batch=batch,
+        syntax=syntax,
     )
 
 
@@ -170,9 +180,13 @@ def _with_prompt(params: GenerateParams, prompt: Prompt) -> GenerateParams:
 
 
 def _with_tools(
-    messages: tuple[tuple[str, str], ...], constraint: Constraint | None, tools: ToolSpec | None
+    messages: tuple[tuple[str, str], ...],
+    constraint: Constraint | None,
+    tools: ToolSpec | None,
+    syntax: Syntax,
 ) -> tuple[tuple[tuple[str, str], ...], Constraint | None]:
-    """The chat as the device gets it (tools in the system turn), and the calls' grammar as its constraint."""
+    """The chat as the fallback prompt writes it (tools in the system turn), and the calls' grammar
+    in SYNTAX as its constraint."""
     messages = with_tools(messages, tools)
     if tools is None:
         return messages, constraint
@@ -180,7 +194,46 @@ def _with_tools(
         raise invalid(
             "'response_format' cannot be combined with tools; give tool_choice 'none'", "response_format"
         )
-    return messages, Constraint("lark_grammar", lark(tools))
+    return messages, Constraint("lark_grammar", lark(tools, syntax))
+
+
+def _rendered(
+    kind: Kind, body: dict[str, Any], template: ToolTemplate | None
+) -> tuple[str, ToolTemplate] | None:
+    """A chat with tools or tool turns rendered with the model's TEMPLATE, and the template (None:
+    a completion, no template, or a plain chat, which the device renders as before). The body was
+    checked already."""
+    if kind != "chat":
+        return None
+    raw = body["messages"]
+    tool_turns = any(m.get("tool_calls") is not None or m.get("role") == "tool" for m in raw)
+    if template is None or not (body.get("tools") or tool_turns):
+        return None
+    turns = [template_message(m, _text(m, i), _ROLES[m["role"]]) for i, m in enumerate(raw)]
+    return template.render(turns, body.get("tools") or None), template
+
+
+def _syntax(used: tuple[str, ToolTemplate] | None) -> Syntax:
+    """How the model writes calls: its template's syntax, or the fallback prompt's (Hermes)."""
+    return "hermes" if used is None else used[1].syntax
+
+
+def _pinned(model: str, used: tuple[str, ToolTemplate] | None) -> str:
+    """The request's model; a prompt rendered here is pinned to the artifact whose template it used."""
+    return model or ("" if used is None else used[1].artifact_id)
+
+
+def _device_input(
+    prompt: str, messages: tuple[tuple[str, str], ...], used: tuple[str, ToolTemplate] | None
+) -> dict[str, Any]:
+    """What the device reads: the messages (its template renders them) or the prompt rendered here."""
+    if used is None:
+        return {"prompt": prompt, "messages": messages}
+    return {"prompt": used[0], "messages": ()}
+
+
+def _text(m: dict[str, Any], i: int) -> str:
+    return "" if m.get("content") is None else _content(m["content"], i)
 
 
 def _refuse_unknown(body: dict[str, Any], known: frozenset[str]) -> None:

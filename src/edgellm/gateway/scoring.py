@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from edgellm.gateway.errors import invalid, unsupported
+from edgellm.gateway.errors import invalid
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's chat limit; the daemon's too
 MAX_PROMPTS = 64  # prompts in one /v1/completions request (each is one Generate on the device)
@@ -46,23 +46,16 @@ def chat_scoring(body: dict[str, Any]) -> Scoring:
     top = _count(body, "top_logprobs")
     if top and not on:  # 0 asks for nothing (as before logprobs were served)
         raise invalid("'top_logprobs' needs 'logprobs' set to true", "top_logprobs")
-    if on and body.get("tools") and body.get("tool_choice") != "none":
-        raise unsupported("logprobs", "not together with tools")
     return Scoring(top or 0) if on else Scoring()
 
 
-def completion_scoring(body: dict[str, Any], stream: bool) -> Scoring:
-    """`logprobs` (a count) and `echo` of a completions request."""
+def completion_scoring(body: dict[str, Any]) -> Scoring:
+    """`logprobs` (a count) and `echo` of a completions request (streamed: the prompt is the first chunk)."""
     top = _count(body, "logprobs")
     echo = body.get("echo")
     if echo is not None and not isinstance(echo, bool):
         raise invalid(f"'echo' must be a boolean, got {type(echo).__name__}", "echo")
-    scoring = Scoring(top, bool(echo))
-    if stream and scoring.echo:
-        # Why refused: echo's prompt would be one chunk before any token; lm-evaluation-harness and
-        # the SDKs' scorers ask for it without stream (logprobs alone stream).
-        raise unsupported("echo", "not with stream on /v1/completions")
-    return scoring
+    return Scoring(top, bool(echo))
 
 
 def _count(body: dict[str, Any], key: str) -> int | None:

@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 import grpc
 from starlette.requests import Request
@@ -34,8 +34,9 @@ from edgellm.gateway.sse import DONE, EventStream, event
 from edgellm.gateway.tools.parsers import Parsed as Calls
 from edgellm.gateway.tools.parsers import opens_call, parse_calls
 from edgellm.gateway.tools.stream import Gate, call_deltas
+from edgellm.gateway.tools.template import tool_template
 from edgellm.gateway.upstream import Stream
-from edgellm.v1 import device_pb2
+from edgellm.v1 import common_pb2, device_pb2
 
 log = get_logger(__name__)
 # Deeper request bodies are refused before parsing (L2); OpenAI requests nest under 10 levels, and a
@@ -97,9 +98,11 @@ class Completions:
             raise nested from None
         except ValueError as err:  # not JSON, not UTF-8, or an int of over 4,300 digits
             raise invalid(f"the request body is not valid JSON: {str(err)[:200]}") from None
-        defaults = await self._sampling_defaults()
+        model = await self._loaded_model()
         try:
-            parsed = parse(kind, body, self._max_tokens_cap(), self.limits, defaults)
+            parsed = parse(
+                kind, body, self._max_tokens_cap(), self.limits, for_model(model), tool_template(model)
+            )
         except RecursionError:  # comparing or re-encoding a body parsed just under the limit
             raise nested from None
         # The caller's key as sent (the guard already checked it): sessions are scoped to it.
@@ -214,22 +217,23 @@ class Completions:
         gate = Gate() if parsed.tools is not None else None
         # logprobs ride on the text chunks
         scores = _Pending(parsed.scoring.top is not None, legacy=parsed.kind == "completion")
+        echo = _Echo(parsed) if parsed.scoring.echo else None
         try:
             async for msg in stream.messages():
+                if echo is not None:  # the prompt, whole, is the first chunk
+                    if not echo.add(msg):
+                        continue  # a message of prompt logprobs only
+                    yield event(shaper.chunk(echo.text, logprobs=echo.logprobs(scores)))
+                    echo, first = None, False
                 parts.append(msg.text)
                 scores.add(msg)
                 send = msg.text if gate is None else gate.feed(msg.text)
-                if send is not None and (send or first):
+                if _sendable(send, first):
                     yield event(shaper.chunk(send, first=first, logprobs=scores.take(send)))
                     first = False
                 if msg.finish_reason:
-                    calls = _calls(parsed, "".join(parts), msg)
-                    for chunk in _held(shaper, "".join(parts), calls, first):
+                    for chunk in _ending(shaper, parsed, "".join(parts), msg, scores, first):
                         yield event(chunk)
-                    finish = _finish(msg, calls)
-                    yield event(shaper.chunk("", finish, stats=msg.stats, logprobs=scores.take("")))
-                    if parsed.include_usage:
-                        yield event(shaper.usage_chunk(msg.stats))
                     self._finished(parsed, "".join(parts), msg, scope)
             yield DONE
         except grpc.aio.AioRpcError as err:  # after the first token: the status line is sent already
@@ -275,18 +279,19 @@ class Completions:
         st = self.watch.status
         return st.max_new_tokens_cap if st is not None and st.max_new_tokens_cap else FALLBACK_MAX_TOKENS
 
-    async def _sampling_defaults(self) -> GenerateParams:
-        """The loaded model's sampling defaults (sampling.for_model), from the cached status.
+    async def _loaded_model(self) -> common_pb2.ArtifactInfo | None:
+        """The loaded model from the cached status: its sampling defaults (sampling.for_model) and
+        chat template (tools/template.py) shape the request.
 
         Until the watch's first GetStatus, asked now: a request in the gateway's first second must
-        not get another model's defaults. A daemon that does not answer gets RECOMMENDED; the
-        Generate call then reports what is wrong.
+        not get another model's defaults. A daemon that does not answer gives None (RECOMMENDED
+        defaults, the fallback tool prompt); the Generate call then reports what is wrong.
         """
         st = self.watch.status
         if st is None:
             with contextlib.suppress(grpc.aio.AioRpcError):
                 st = await upstream.status(self.daemon)
-        return for_model(st.model if st is not None and st.HasField("model") else None)
+        return st.model if st is not None and st.HasField("model") else None
 
     def _model_name(self) -> str:
         st = self.watch.status
@@ -297,11 +302,28 @@ def _calls(parsed: Parsed, text: str, last: device_pb2.GenerateResponse) -> Call
     """The tool calls in a finished answer (None without tools, or when it was cut short)."""
     if parsed.tools is None or last.finish_reason != device_pb2.FINISH_REASON_STOP or not opens_call(text):
         return None
-    return parse_calls(text, {f.name for f in parsed.tools.allowed()})
+    return parse_calls(text, {f.name for f in parsed.tools.allowed()}, parsed.syntax)
 
 
 def _finish(last: device_pb2.GenerateResponse, calls: Calls | None) -> str:
     return "tool_calls" if calls is not None and calls.calls else FINISH.get(last.finish_reason, "stop")
+
+
+def _sendable(send: str | None, first: bool) -> TypeGuard[str]:
+    """Whether a stream sends a chunk now: text, or the first (role) chunk; None is held back."""
+    return send is not None and (bool(send) or first)
+
+
+def _ending(
+    shaper: Shaper, parsed: Parsed, text: str, msg: device_pb2.GenerateResponse, scores: _Pending, first: bool
+) -> list[dict[str, Any]]:
+    """A stream's last chunks: what a tool answer still owes, the finish chunk, and the usage."""
+    calls = _calls(parsed, text, msg)
+    out = _held(shaper, text, calls, first)
+    out.append(shaper.chunk("", _finish(msg, calls), stats=msg.stats, logprobs=scores.take("")))
+    if parsed.include_usage:
+        out.append(shaper.usage_chunk(msg.stats))
+    return out
 
 
 def _held(shaper: Shaper, text: str, calls: Calls | None, first: bool) -> list[dict[str, Any]]:
@@ -339,6 +361,29 @@ class _Pending:
         self.offset += len(text)
         self.entries = []
         return out
+
+
+class _Echo:
+    """A streamed completion's echoed prompt: its tokens' logprobs gathered from the device's first
+    messages (they all come before any generated token), sent as the stream's first chunk."""
+
+    def __init__(self, parsed: Parsed) -> None:
+        self.prompt = parsed.params.prompt
+        self.entries: list[device_pb2.TokenLogprob] = []
+        self.text = ""
+
+    def add(self, msg: device_pb2.GenerateResponse) -> bool:
+        """Take MSG's prompt entries; True once the prompt is complete (MSG generated or finished)."""
+        self.entries.extend(msg.prompt_logprobs)
+        done = bool(msg.text or msg.logprobs or msg.finish_reason)
+        if done:
+            self.text = self.prompt or prompt_text(self.entries)
+        return done
+
+    def logprobs(self, scores: _Pending) -> dict[str, Any] | None:
+        """The prompt's legacy lists (None when logprobs were not asked); SCORES' offsets start after it."""
+        scores.offset = len(self.text)
+        return legacy_logprobs(self.entries) if scores.on else None
 
 
 @dataclass

@@ -127,6 +127,7 @@ class ArtifactInfo(_message.Message):
     LOADED_FIELD_NUMBER: _builtins.int
     MANIFEST_JSON_FIELD_NUMBER: _builtins.int
     SAMPLING_DEFAULTS_FIELD_NUMBER: _builtins.int
+    CHAT_TEMPLATE_FIELD_NUMBER: _builtins.int
     artifact_id: _builtins.str
     """sha256 of manifest.json"""
     name: _builtins.str
@@ -142,6 +143,12 @@ class ArtifactInfo(_message.Message):
     def sampling_defaults(self) -> Global___SamplingDefaults:
         """unset: the artifact records none (built before they were)"""
 
+    @_builtins.property
+    def chat_template(self) -> Global___ChatTemplate:
+        """The model's own chat template (llm_config.json's "jinja", written from the checkpoint's
+        tokenizer): what the gateway renders a conversation with tools with. Unset: none (a base model).
+        """
+
     def __init__(
         self,
         *,
@@ -154,14 +161,45 @@ class ArtifactInfo(_message.Message):
         loaded: _builtins.bool = ...,
         manifest_json: _builtins.str = ...,
         sampling_defaults: Global___SamplingDefaults | None = ...,
+        chat_template: Global___ChatTemplate | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["sampling_defaults", b"sampling_defaults"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chat_template", b"chat_template", "sampling_defaults", b"sampling_defaults"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact_id", b"artifact_id", "files", b"files", "loaded", b"loaded", "manifest_json", b"manifest_json", "name", b"name", "quantization", b"quantization", "sampling_defaults", b"sampling_defaults", "size_bytes", b"size_bytes", "source_model", b"source_model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact_id", b"artifact_id", "chat_template", b"chat_template", "files", b"files", "loaded", b"loaded", "manifest_json", b"manifest_json", "name", b"name", "quantization", b"quantization", "sampling_defaults", b"sampling_defaults", "size_bytes", b"size_bytes", "source_model", b"source_model"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ArtifactInfo: _TypeAlias = ArtifactInfo  # noqa: Y015
+
+@_typing.final
+class ChatTemplate(_message.Message):
+    """A chat template as transformers applies it: jinja source and the special tokens it may name."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEMPLATE_FIELD_NUMBER: _builtins.int
+    BOS_TOKEN_FIELD_NUMBER: _builtins.int
+    EOS_TOKEN_FIELD_NUMBER: _builtins.int
+    template: _builtins.str
+    """jinja source (the tokenizer's chat_template)"""
+    bos_token: _builtins.str
+    """empty: none"""
+    eos_token: _builtins.str
+    """empty: none"""
+    def __init__(
+        self,
+        *,
+        template: _builtins.str = ...,
+        bos_token: _builtins.str = ...,
+        eos_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bos_token", b"bos_token", "eos_token", b"eos_token", "template", b"template"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChatTemplate: _TypeAlias = ChatTemplate  # noqa: Y015
 
 @_typing.final
 class SamplingDefaults(_message.Message):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
+import string
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -157,11 +159,24 @@ def opens_call(text: str) -> bool | None:
     return False
 
 
-def parse_calls(text: str, names: set[str] | frozenset[str]) -> Parsed:
-    """TEXT's calls in the first format that reads it whole; plain text when none does or a call
-    names a function the request did not offer."""
-    for reader in FORMATS.values():
+def parse_calls(text: str, names: set[str] | frozenset[str], syntax: str = "hermes") -> Parsed:
+    """TEXT's calls in the first format that reads it whole (the model's own SYNTAX first); plain
+    text when none does or a call names a function the request did not offer.
+
+    Calls read in Mistral's syntax get Mistral's ids (9 letters and digits): its template refuses
+    any other id when the client sends the call back in the next turn's history.
+    """
+    readers = [FORMATS[syntax], *(r for k, r in FORMATS.items() if k != syntax)]
+    for reader in readers:
         parsed = reader(text)
         if parsed is not None and parsed.calls and all(c.name in names for c in parsed.calls):
+            if syntax == "mistral":
+                calls = tuple(ToolCall(c.name, c.arguments, mistral_id()) for c in parsed.calls)
+                parsed = Parsed(parsed.content, calls)
             return parsed
     return Parsed(text)
+
+
+def mistral_id() -> str:
+    """A call id as Mistral's tokenizer and template take them: 9 characters of [A-Za-z0-9]."""
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(9))

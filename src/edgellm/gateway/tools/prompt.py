@@ -1,11 +1,12 @@
 """The fallback tool prompt (Hermes / Qwen2.5 format): tools in the system turn, calls and results as text.
 
-Why a fallback for every model: the device renders the chat template with MNN's jinja, whose
-`apply_chat_template` takes (role, content) pairs only (pymnn 3.x), so a template's own `tools`
-argument cannot be passed, and the bundled SmolLM2's template has no tools section anyway. The
-gateway therefore writes the tool declarations, the assistant's earlier calls and the tool results
-into ordinary system / assistant / user turns, in the format Qwen2.5's own template renders
-(NousResearch Hermes function calling), and the model's own template wraps those turns as usual.
+Used when the model's own template cannot render tools (template.py decides: no template, no tools
+section, a call syntax we do not parse, or no jinja2 on the phone); the bundled SmolLM2's template
+has no tools section. The device renders the chat template with MNN's jinja, whose
+`apply_chat_template` takes (role, content) pairs only (pymnn 3.x), so the gateway writes the tool
+declarations, the assistant's earlier calls and the tool results into ordinary system / assistant /
+user turns, in the format Qwen2.5's own template renders (NousResearch Hermes function calling),
+and the model's own template wraps those turns as usual.
 """
 
 from __future__ import annotations
