@@ -118,6 +118,10 @@ async def test_update_config_checks_everything_before_changing_anything(
     before = await fake_stub.GetStatus(device_pb2.GetStatusRequest())
     bad = [
         (device_pb2.UpdateConfigRequest(governor_policy="turbo"), "governor_policy"),
+        (
+            device_pb2.UpdateConfigRequest(thermal_policy="max", setpoint_c=39.0),
+            "thermal_policy must be one of comfort, throughput, not 'max'",
+        ),
         (device_pb2.UpdateConfigRequest(power="max", setpoint_c=39.0), "power"),
         (device_pb2.UpdateConfigRequest(cluster="nonexistent"), "cluster"),
         (device_pb2.UpdateConfigRequest(setpoint_c=5.0), "setpoint_c"),
@@ -148,7 +152,12 @@ async def test_update_config_applies_window_pinning_and_threads(start_fake: Star
         st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(pacing_ms=5.0))
         assert st.governor.policy == "pinned"
         st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(governor_policy="thermal", pacing_ms=0.0))
-        assert st.governor.policy == "thermal"
+        assert st.governor.policy == "thermal" and st.governor.thermal_policy == "comfort"
+        st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(thermal_policy="throughput"))
+        assert st.governor.thermal_policy == "throughput" and st.governor.policy == "thermal"
+        assert running.core.governor.controller.throughput  # a new controller, on the fastest rung
+        st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(thermal_policy="comfort"))
+        assert st.governor.thermal_policy == "comfort" and not running.core.governor.controller.throughput
         before = await stub.GetStatus(device_pb2.GetStatusRequest())
         st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(threads=1))
     # A thread change reloads the engine (MNN reads thread_num only at load): a new engine, same model.

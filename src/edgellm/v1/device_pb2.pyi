@@ -583,6 +583,7 @@ class GovernorState(_message.Message):
     MODEL_AMBIENT_C_FIELD_NUMBER: _builtins.int
     RUNG_FIELD_NUMBER: _builtins.int
     DUTY_FIELD_NUMBER: _builtins.int
+    THERMAL_POLICY_FIELD_NUMBER: _builtins.int
     policy: _builtins.str
     """"off", "thermal", ..."""
     threads: _builtins.int
@@ -611,6 +612,8 @@ class GovernorState(_message.Message):
     """decode duty cycle in use (1 = unpaced); below 1 only past the coolest rung: the governor has
     no cooler rung left and paces it (a fleet's router sends work elsewhere). Unset: an older daemon.
     """
+    thermal_policy: _builtins.str
+    """comfort | throughput (docs/governor.md, "Policies"); 30-39 are i30-gov's"""
     @_builtins.property
     def capabilities(self) -> _containers.RepeatedCompositeFieldContainer[Global___GovernorCapability]: ...
     def __init__(
@@ -633,10 +636,11 @@ class GovernorState(_message.Message):
         model_ambient_c: _builtins.float = ...,
         rung: _builtins.int = ...,
         duty: _builtins.float | None = ...,
+        thermal_policy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "duty", b"duty", "thermal_headroom", b"thermal_headroom"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "cluster", b"cluster", "duty", b"duty", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "cluster", b"cluster", "duty", b"duty", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "thermal_policy", b"thermal_policy", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__duty: _TypeAlias = _typing.Literal["duty"]  # noqa: Y015
     _WhichOneofArgType__duty: _TypeAlias = _typing.Literal["_duty", b"_duty"]  # noqa: Y015
@@ -922,6 +926,7 @@ class UpdateConfigRequest(_message.Message):
     PACING_MS_FIELD_NUMBER: _builtins.int
     POWER_FIELD_NUMBER: _builtins.int
     CLUSTER_FIELD_NUMBER: _builtins.int
+    THERMAL_POLICY_FIELD_NUMBER: _builtins.int
     threads: _builtins.int
     governor_policy: _builtins.str
     setpoint_c: _builtins.float
@@ -930,6 +935,8 @@ class UpdateConfigRequest(_message.Message):
     pacing_ms: _builtins.float
     power: _builtins.str
     cluster: _builtins.str
+    thermal_policy: _builtins.str
+    """comfort | throughput; 30-39 are i30-gov's"""
     def __init__(
         self,
         *,
@@ -941,10 +948,11 @@ class UpdateConfigRequest(_message.Message):
         pacing_ms: _builtins.float | None = ...,
         power: _builtins.str | None = ...,
         cluster: _builtins.str | None = ...,
+        thermal_policy: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_threads", b"_threads", "cluster", b"cluster", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_thermal_policy", b"_thermal_policy", "_threads", b"_threads", "cluster", b"cluster", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "thermal_policy", b"thermal_policy", "threads", b"threads"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_threads", b"_threads", "cluster", b"cluster", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_thermal_policy", b"_thermal_policy", "_threads", b"_threads", "cluster", b"cluster", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "thermal_policy", b"thermal_policy", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cluster: _TypeAlias = _typing.Literal["cluster"]  # noqa: Y015
     _WhichOneofArgType__cluster: _TypeAlias = _typing.Literal["_cluster", b"_cluster"]  # noqa: Y015
@@ -960,6 +968,8 @@ class UpdateConfigRequest(_message.Message):
     _WhichOneofArgType__power: _TypeAlias = _typing.Literal["_power", b"_power"]  # noqa: Y015
     _WhichOneofReturnType__setpoint_c: _TypeAlias = _typing.Literal["setpoint_c"]  # noqa: Y015
     _WhichOneofArgType__setpoint_c: _TypeAlias = _typing.Literal["_setpoint_c", b"_setpoint_c"]  # noqa: Y015
+    _WhichOneofReturnType__thermal_policy: _TypeAlias = _typing.Literal["thermal_policy"]  # noqa: Y015
+    _WhichOneofArgType__thermal_policy: _TypeAlias = _typing.Literal["_thermal_policy", b"_thermal_policy"]  # noqa: Y015
     _WhichOneofReturnType__threads: _TypeAlias = _typing.Literal["threads"]  # noqa: Y015
     _WhichOneofArgType__threads: _TypeAlias = _typing.Literal["_threads", b"_threads"]  # noqa: Y015
     @_typing.overload
@@ -976,6 +986,8 @@ class UpdateConfigRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__power) -> _WhichOneofReturnType__power | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__setpoint_c) -> _WhichOneofReturnType__setpoint_c | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__thermal_policy) -> _WhichOneofReturnType__thermal_policy | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__threads) -> _WhichOneofReturnType__threads | None: ...
 

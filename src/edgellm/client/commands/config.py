@@ -22,11 +22,23 @@ KEYS: dict[str, tuple[str, type]] = {
     "pacing": ("pacing_ms", float),
     "power": ("power", str),
     "cluster": ("cluster", str),
+    "thermal_policy": ("thermal_policy", str),
     "kv_window": ("kv_window", int),
     "n_keep": ("n_keep", int),
 }
 # What `config get` prints, in this order (the canonical key names of KEYS, plus the rung).
-SETTINGS = ("threads", "kv_window", "n_keep", "policy", "setpoint_c", "cluster", "rung", "power", "pacing_ms")
+SETTINGS = (
+    "threads",
+    "kv_window",
+    "n_keep",
+    "policy",
+    "thermal_policy",
+    "setpoint_c",
+    "cluster",
+    "rung",
+    "power",
+    "pacing_ms",
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,6 +82,7 @@ def settings(st: device_pb2.DaemonStatus) -> dict[str, Any]:
         "kv_window": st.kv_window,
         "n_keep": st.n_keep,
         "policy": g.policy,
+        "thermal_policy": g.thermal_policy,
         "setpoint_c": round(g.setpoint_c, 2),
         "cluster": g.cluster,
         "rung": g.rung,

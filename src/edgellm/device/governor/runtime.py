@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.periodic import BackgroundTask, every
-from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy
+from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy, ThermalPolicy
 from edgellm.device.governor.capabilities import Capability, survey
 from edgellm.device.governor.controller import Decision, GovernorConfig, ThermalController
 from edgellm.device.governor.ladder import build_ladder
@@ -32,6 +32,7 @@ class GovernorUpdate:
     pacing_ms: float | None = None
     power: str | None = None
     cluster: str | None = None
+    thermal_policy: ThermalPolicy | None = None
 
     @property
     def pins(self) -> bool:
@@ -60,6 +61,7 @@ class GovernorSnapshot:
     model_ambient_c: float = 0.0
     rung: int = 0  # ladder position in use (0 = fastest); `cluster` is its label
     duty: float = 1.0  # decode duty cycle in use; < 1 only past the coolest rung (out of rungs)
+    thermal_policy: ThermalPolicy = ThermalPolicy.COMFORT
 
 
 class GovernorRuntime:
@@ -247,17 +249,25 @@ class GovernorRuntime:
         self.validate(change)
         if change.setpoint_c is not None:
             self.config = replace(self.config, setpoint_c=change.setpoint_c)
+        if change.thermal_policy is not None:
+            self.config = replace(self.config, thermal_policy=change.thermal_policy)
         if change.policy is not None:
             self.config = replace(self.config, policy=change.policy)
         elif change.pins:
             self.config = replace(self.config, policy=GovernorPolicy.PINNED)
         if change.pins:
             self._pinned = self._pin(change)
-        if change.setpoint_c is not None or change.policy is not None:
+        if change.setpoint_c is not None or change.policy is not None or change.thermal_policy is not None:
             self._build()
         else:
             self._apply_policy()
-        log.info("governor_update", policy=self.config.policy, setpoint_c=self.setpoint_c, pinned=change.pins)
+        log.info(
+            "governor_update",
+            policy=self.config.policy,
+            thermal_policy=self.config.thermal_policy,
+            setpoint_c=self.setpoint_c,
+            pinned=change.pins,
+        )
 
     def _pin(self, change: GovernorUpdate) -> Actuation:
         base = self._pinned or self.actuators.current or self.ladder[0]
@@ -305,4 +315,5 @@ class GovernorRuntime:
             model_ambient_c=self.controller.components.ambient_c,
             rung=act.rung if act is not None else 0,
             duty=act.duty if act is not None else 1.0,
+            thermal_policy=self.config.thermal_policy,
         )
