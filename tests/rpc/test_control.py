@@ -10,6 +10,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.device.config import DaemonConfig
+from edgellm.device.governor.actuation import ThermalPolicy
 from edgellm.device.rpc.server import start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_artifact import write_fake_artifact
@@ -181,3 +182,13 @@ async def test_telemetry_samples_carry_engine_and_governor_state(
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await fake_stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=10)).read()
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_the_thermal_policy_given_at_start_reaches_the_controller_and_the_status(
+    start_fake: StartFake,
+) -> None:
+    running = await start_fake(thermal_policy=ThermalPolicy.THROUGHPUT)
+    assert running.core.governor.controller.throughput
+    async with channel_to(running) as channel:
+        st = await device_pb2_grpc.DeviceDaemonStub(channel).GetStatus(device_pb2.GetStatusRequest())
+    assert st.governor.thermal_policy == "throughput"
