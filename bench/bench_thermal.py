@@ -1,14 +1,20 @@
 """Thermal benchmark: 30 simulated minutes per phone, the governor against the oracle (and unmanaged).
 
-Four sets: the shipped profiles (governor on/off + oracle: ≥ 1.2× unmanaged, no firmware throttling,
+Sets: the shipped profiles (governor on/off + oracle: ≥ 1.2× unmanaged, no firmware throttling,
 10-minute decay ≤ 10%), issue 18's warm-case sd8gen3 (ambient +5 °C, capacities ×0.8, resistances
-×1.25), the tuning set (what the governor's settings were fitted on, beside) and the
-held-out set (never tuned on: ≥ 0.9× the oracle, no firmware throttling, skin ≤ comfort + 0.5 °C,
-steady-state ripple ≤ 15%). Also (with --artifact) measures on the real engine that a 1 Hz telemetry
-stream does not slow decode. Exits 1 (naming each failed bar on stderr) when any phone of any set
-misses a bar, so CI and scripts can trust the exit status. Usage:
+×1.25), the tuning set (what the governor's settings were fitted on, beside), the held-out set (never
+tuned on), and the low-headroom tuning and held-out sets (hot rooms, cases, pockets, chargers:
+sim/situations.py). Every scored phone runs both policies. comfort, against the oracle: ≥ 0.9× its
+tok/s, no firmware throttling, skin under the first trip, and on the other sets skin ≤ comfort +
+0.5 °C and steady-state ripple ≤ 15% (reported on the low-headroom sets: half their phones idle above
+the comfort limit, and in a case the skin settles over 15-20 minutes, so minutes 15-30 are still the
+approach). throughput, against unmanaged:
+≥ 1.0× its tok/s, firmware throttling reported. Also (with --artifact) measures on the real engine
+that a 1 Hz telemetry stream does not slow decode. Exits 1 (naming each failed bar on stderr) when
+any phone of any set misses a bar, so CI and scripts can trust the exit status. Usage:
     python bench/bench_thermal.py [--minutes 30] [--plot docs/governor_thermal.png] [--json] [--out F]
-                                  [--sets shipped,warm-case,tuning,held-out]
+                                  [--sets shipped,warm-case,tuning,held-out,lowheadroom-tuning,
+                                          lowheadroom-held-out]
                                   [--artifact .cache/artifacts/default]
 """
 
@@ -19,6 +25,7 @@ import asyncio
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +39,9 @@ from edgellm.sim.profile import (
     profile_from_dict,
     warm_case,
 )
-from edgellm.sim.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
+from edgellm.sim.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, THROUGHPUT_BAR, Score, score
 from edgellm.sim.simulate import SimResult, simulate
+from edgellm.sim.situations import THIN_BAND_C, low_headroom_held_out_profiles, low_headroom_tuning_profiles
 
 
 def trace(result: SimResult) -> Trace:
@@ -85,13 +93,22 @@ SCORE_COLS = [
     ("ratio", "ratio"),
     ("throttled_s", "throttled s"),
     ("over_comfort_c", "peak − comfort °C"),
+    ("idle_skin_c", "idle skin °C"),
+    ("over_trip_c", "peak − first trip °C"),
     ("ripple", "ripple 15-30 min"),
     ("ripple_from_10min", "ripple 10-30 min"),
     ("decay_10min", "decay 10 min"),
     ("unmanaged_tps", "unmanaged tok/s"),
     ("unmanaged_peak_skin_c", "unmanaged peak skin °C"),
+    ("throughput_tps", "throughput tok/s"),
+    ("throughput_ratio", "throughput / unmanaged"),
+    ("throughput_throttled_s", "throughput throttled s"),
+    ("throughput_unmanaged_throttled_s", "unmanaged throttled s"),
+    ("throughput_over_trip_c", "throughput peak − first trip °C"),
     ("passed", "all bars"),
 ]
+# Sets with the comfort + 0.5 °C and ripple bars (reported on the low-headroom ones: see the docstring)
+RIPPLE_BARRED = ("warm-case", "tuning", "held-out")
 
 
 def shipped(minutes: float) -> tuple[list[dict[str, Any]], dict[str, Any], list[SimResult]]:
@@ -124,35 +141,71 @@ def warm_case_phones() -> list[PhoneProfile]:
     return [profile_from_dict(warm_case())]
 
 
+SETS: dict[str, Callable[[], list[PhoneProfile]]] = {
+    "warm-case": warm_case_phones,
+    "tuning": tuning_profiles,
+    "held-out": held_out_profiles,
+    "lowheadroom-tuning": low_headroom_tuning_profiles,
+    "lowheadroom-held-out": low_headroom_held_out_profiles,
+}
+
+
 def failures(out: dict[str, Any], scores: dict[str, list[Score]]) -> list[str]:
     """Every missed bar of a run, one line each: the shipped verdicts and every scored phone."""
     missed = []
     for name, verdict in out.get("shipped", {}).get("acceptance", {}).items():
         missed += [f"shipped {name}: {bar} is false" for bar, ok in verdict.items() if ok is False]
     for label, set_scores in scores.items():
+        ripple_bar = label in RIPPLE_BARRED
         for s in set_scores:
-            if not s.passed:
+            if not (s.passed if ripple_bar else s.comfort_passed):
                 missed.append(
                     f"{label} {s.profile}: ratio {s.ratio} (bar {RATIO_BAR}),"
                     f" throttled {s.throttled_s} s (bar 0),"
-                    f" skin {s.over_comfort_c:+} °C over comfort (bar {SKIN_SLACK_C}),"
-                    f" ripple {s.ripple} (bar {RIPPLE_BAR})"
+                    f" {s.over_trip_c:+} °C over the first trip (bar < 0)"
+                    + (
+                        f", skin {s.over_comfort_c:+} °C over comfort (bar {SKIN_SLACK_C}),"
+                        f" ripple {s.ripple} (bar {RIPPLE_BAR})"
+                        if ripple_bar
+                        else ""
+                    )
+                )
+            if s.throughput is not None and not s.throughput.passed:
+                missed.append(
+                    f"{label} {s.profile}: throughput {s.throughput.ratio}x unmanaged (bar {THROUGHPUT_BAR})"
                 )
     return missed
 
 
 def summarise(scores: list[Score]) -> dict[str, Any]:
-    """Worst case of each bar over a set."""
-    return {
+    """Worst and median of each bar over a set: comfort against the oracle, throughput against unmanaged."""
+    out: dict[str, Any] = {
         "phones": len(scores),
         "all_bars_met": sum(s.passed for s in scores),
+        "comfort_bars_met": sum(s.comfort_passed for s in scores),
+        "thin_phones": sum(s.first_trip_c - s.idle_skin_c <= THIN_BAND_C for s in scores),
         "min_ratio": min(s.ratio for s in scores),
         "median_ratio": statistics.median(s.ratio for s in scores),
         "max_throttled_s": max(s.throttled_s for s in scores),
         "max_over_comfort_c": max(s.over_comfort_c for s in scores),
+        "max_over_limit_c": max(s.over_limit_c for s in scores),
+        "max_over_trip_c": max(s.over_trip_c for s in scores),
         "max_ripple": max(s.ripple for s in scores),
+        "median_ripple": statistics.median(s.ripple for s in scores),
         "max_unmanaged_peak_skin_c": max((s.unmanaged_peak_skin_c or 0.0) for s in scores),
     }
+    runs = [s.throughput for s in scores if s.throughput is not None]
+    if runs:
+        out["throughput"] = {
+            "bars_met": sum(t.passed for t in runs),
+            "min_ratio_vs_unmanaged": min(t.ratio for t in runs),
+            "median_ratio_vs_unmanaged": statistics.median(t.ratio for t in runs),
+            "max_throttled_s": max(t.throttled_s for t in runs),
+            "median_throttled_s": statistics.median(t.throttled_s for t in runs),
+            "max_over_trip_c": max(t.over_trip_c for t in runs),
+            "max_ripple": max(t.ripple for t in runs),
+        }
+    return out
 
 
 async def telemetry_overhead(artifact: Path, tokens: int, reps: int) -> dict[str, float]:
@@ -205,7 +258,7 @@ def main() -> int:
     """Run the chosen sets; print the tables (or JSON); plot the shipped profiles."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=30.0)
-    ap.add_argument("--sets", default="shipped,warm-case,tuning,held-out")
+    ap.add_argument("--sets", default=",".join(("shipped", *SETS)))
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -225,15 +278,10 @@ def main() -> int:
             ns.plot.parent.mkdir(parents=True, exist_ok=True)
             title = f"{ns.minutes:.0f} simulated minutes per profile"
             plot_traces([trace(r) for r in results], ns.plot, title=title)
-    sets_of_phones = (
-        ("warm-case", warm_case_phones),
-        ("tuning", tuning_profiles),
-        ("held-out", held_out_profiles),
-    )
-    for label, profiles in sets_of_phones:
+    for label, profiles in SETS.items():
         if label not in sets:
             continue
-        scores = [score(p, ns.minutes, unmanaged=True)[0] for p in profiles()]
+        scores = [score(p, ns.minutes, unmanaged=True, throughput=True)[0] for p in profiles()]
         scored[label] = scores
         out[label] = {"rows": [s.row() for s in scores], "summary": summarise(scores)}
         text += [

@@ -90,6 +90,11 @@ def test_config_get_prints_what_config_set_changed(
     assert edgellm("config", "get", "setpoint_c", "--target", target).out.strip() == "41.5"
     values = json.loads(edgellm("config", "--target", target, "get", "--json").out)
     assert values["setpoint_c"] == 41.5 and values["policy"] == "thermal" and "rung" in values
+    assert values["thermal_policy"] == "comfort"
+    r = edgellm("config", "set", "thermal_policy=throughput", "--target", target)
+    assert r.code == 0 and "thermal_policy=throughput" in r.out
+    r = edgellm("config", "set", "thermal_policy=fastest", "--target", target)
+    assert r.code != 0 and "thermal_policy must be one of comfort, throughput" in r.err
     r = edgellm("config", "get", "turbo", "--target", target)
     assert r.code == 2 and "unknown setting" in r.err
     r = edgellm("config", "set", "threads=two", "--target", target)

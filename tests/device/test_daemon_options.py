@@ -13,7 +13,7 @@ from edgellm.common.cli_options import values_from
 from edgellm.common.tokens import TOKEN_ENV
 from edgellm.device import cli as daemon_cli
 from edgellm.device.config import DaemonConfig
-from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.actuation import GovernorPolicy, ThermalPolicy
 from edgellm.engine.config import KvQuant
 from edgellm.engine.kv_window import KvMethod
 
@@ -85,7 +85,8 @@ def test_representative_command_lines_build_the_same_config_as_before(tmp_path: 
         "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-self-signed", "--max-pushes", "3",
         "--push-idle-timeout", "5", "--push-min-rate", "10", "--push-rate-grace", "7",
         "--max-telemetry-streams", "2", "--virtual-phone", "pixel", "--time-scale", "10",
-        "--governor", "pinned", "--setpoint", "40.5", "--sysfs-root", "/tmp/sys",
+        "--governor", "pinned", "--thermal-policy", "throughput", "--setpoint", "40.5",
+        "--sysfs-root", "/tmp/sys",
     ]  # fmt: skip
     assert daemon_cli.config_from(_parser().parse_args(argv)) == DaemonConfig.of(
         host="0.0.0.0",
@@ -120,6 +121,7 @@ def test_representative_command_lines_build_the_same_config_as_before(tmp_path: 
         virtual_phone="pixel",
         virtual_phone_time_scale=10.0,
         governor_policy=GovernorPolicy.PINNED,
+        thermal_policy=ThermalPolicy.THROUGHPUT,
         setpoint_c=40.5,
         sysfs_root=Path("/tmp/sys"),
     )

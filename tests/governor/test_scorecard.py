@@ -1,8 +1,10 @@
 """The governor's acceptance bars on every generated phone, as docs/benchmarks.md claims them.
 
 The simulator is deterministic and a 30-minute run of one phone takes ~0.2 s, so the whole held-out
-set (seeds 9001–9024, never tuned on), the tuning set and issue 18's warm-case phone run here with
-the same bars as bench/bench_thermal.py (~10 s in all, without the unmanaged runs the bars ignore).
+set (seeds 9001–9024, never tuned on), the tuning set, issue 18's warm-case phone and the
+low-headroom held-out set (seeds 9101–9124: hot rooms, cases, chargers) run here with the same bars
+as bench/bench_thermal.py (~20 s in all, without the unmanaged runs the comfort bars ignore; the
+throughput policy is tested in test_policies.py).
 """
 
 from __future__ import annotations
@@ -18,10 +20,16 @@ from bench.bench_thermal import failures, warm_case_phones
 from edgellm.sim.generator import held_out_profiles, tuning_profiles
 from edgellm.sim.profile import PhoneProfile
 from edgellm.sim.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
+from edgellm.sim.situations import low_headroom_held_out_profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD_OUT = held_out_profiles()
 TUNING = tuning_profiles()
+LOW_HEADROOM = low_headroom_held_out_profiles()
+# The comfort governor's two misses on the low-headroom held-out set (docs/governor.md, "Low-headroom
+# phones"): both need paced little cores (the oracle: duty 0.27 and 0.46) and the governor settles on
+# a less efficient point. Strict: a governor that meets the bar there fails this until the doc moves.
+LOW_HEADROOM_MISSES = {"lowheadroom-held-out-9107": 0.836, "lowheadroom-held-out-9110": 0.887}
 
 
 CARDS: dict[str, Score] = {}  # by phone name: each phone is simulated once per session
@@ -62,6 +70,34 @@ def test_the_governor_meets_every_bar_on_each_tuning_phone(phone: PhoneProfile) 
 def test_the_governor_meets_every_bar_on_the_warm_case_phone() -> None:
     (phone,) = warm_case_phones()
     assert_meets_every_bar(phone)
+
+
+def low_headroom_case(phone: PhoneProfile) -> object:
+    miss = LOW_HEADROOM_MISSES.get(phone.name)
+    reason = f"documented miss: governor/oracle {miss}"
+    return pytest.param(phone, marks=pytest.mark.xfail(strict=True, reason=reason)) if miss else phone
+
+
+@pytest.mark.parametrize(
+    "phone", [low_headroom_case(p) for p in LOW_HEADROOM], ids=[p.name for p in LOW_HEADROOM]
+)
+def test_the_comfort_governor_meets_its_bars_on_each_low_headroom_held_out_phone(phone: PhoneProfile) -> None:
+    """≥ 0.9× the oracle, no firmware throttling, the skin under the first trip (ripple is reported)."""
+    card = card_of(phone)
+    assert card.ratio >= RATIO_BAR, f"{phone.name}: governor/oracle {card.ratio} < {RATIO_BAR}"
+    assert card.throttled_s == 0, f"{phone.name}: firmware throttled {card.throttled_s} s"
+    assert card.over_trip_c < 0, f"{phone.name}: skin {card.over_trip_c:+} °C over the first trip"
+    assert card.comfort_passed
+
+
+def test_the_documented_low_headroom_figures_are_what_the_simulator_gives() -> None:
+    """docs/governor.md quotes them; half the set idles within 2 °C of its first trip."""
+    cards = [card_of(p) for p in LOW_HEADROOM]
+    assert sum(c.first_trip_c - c.idle_skin_c <= 2.0 for c in cards) == 12
+    assert {c.profile: c.ratio for c in cards if not c.comfort_passed} == LOW_HEADROOM_MISSES
+    assert sorted(c.ratio for c in cards)[2] == 0.958  # the worst phone that meets the bar
+    assert max(c.throttled_s for c in cards) == 0
+    assert max(c.over_trip_c for c in cards) == -0.4
 
 
 def test_the_documented_worst_held_out_figures_are_what_the_simulator_gives() -> None:

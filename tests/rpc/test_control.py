@@ -10,6 +10,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.device.config import DaemonConfig
+from edgellm.device.governor.actuation import ThermalPolicy
 from edgellm.device.rpc.server import start_server
 from edgellm.v1 import device_pb2, device_pb2_grpc
 from tests.fakes.fake_artifact import write_fake_artifact
@@ -118,6 +119,10 @@ async def test_update_config_checks_everything_before_changing_anything(
     before = await fake_stub.GetStatus(device_pb2.GetStatusRequest())
     bad = [
         (device_pb2.UpdateConfigRequest(governor_policy="turbo"), "governor_policy"),
+        (
+            device_pb2.UpdateConfigRequest(thermal_policy="max", setpoint_c=39.0),
+            "thermal_policy must be one of comfort, throughput, not 'max'",
+        ),
         (device_pb2.UpdateConfigRequest(power="max", setpoint_c=39.0), "power"),
         (device_pb2.UpdateConfigRequest(cluster="nonexistent"), "cluster"),
         (device_pb2.UpdateConfigRequest(setpoint_c=5.0), "setpoint_c"),
@@ -148,7 +153,12 @@ async def test_update_config_applies_window_pinning_and_threads(start_fake: Star
         st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(pacing_ms=5.0))
         assert st.governor.policy == "pinned"
         st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(governor_policy="thermal", pacing_ms=0.0))
-        assert st.governor.policy == "thermal"
+        assert st.governor.policy == "thermal" and st.governor.thermal_policy == "comfort"
+        st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(thermal_policy="throughput"))
+        assert st.governor.thermal_policy == "throughput" and st.governor.policy == "thermal"
+        assert running.core.governor.controller.throughput  # a new controller, on the fastest rung
+        st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(thermal_policy="comfort"))
+        assert st.governor.thermal_policy == "comfort" and not running.core.governor.controller.throughput
         before = await stub.GetStatus(device_pb2.GetStatusRequest())
         st = await stub.UpdateConfig(device_pb2.UpdateConfigRequest(threads=1))
     # A thread change reloads the engine (MNN reads thread_num only at load): a new engine, same model.
@@ -172,3 +182,13 @@ async def test_telemetry_samples_carry_engine_and_governor_state(
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await fake_stub.StreamTelemetry(device_pb2.StreamTelemetryRequest(interval_ms=10)).read()
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_the_thermal_policy_given_at_start_reaches_the_controller_and_the_status(
+    start_fake: StartFake,
+) -> None:
+    running = await start_fake(thermal_policy=ThermalPolicy.THROUGHPUT)
+    assert running.core.governor.controller.throughput
+    async with channel_to(running) as channel:
+        st = await device_pb2_grpc.DeviceDaemonStub(channel).GetStatus(device_pb2.GetStatusRequest())
+    assert st.governor.thermal_policy == "throughput"

@@ -28,7 +28,7 @@ from edgellm.common.errors import InvalidArgument
 from edgellm.common.security_args import server_security_options
 from edgellm.common.targets import DEFAULT_DAEMON_PORT
 from edgellm.common.tokens import default_data_dir
-from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.actuation import GovernorPolicy, ThermalPolicy
 from edgellm.device.governor.capacity import CapacityConfig
 from edgellm.engine.config import EngineConfig, KvQuant
 from edgellm.engine.kv_window import KvMethod, WindowPolicy
@@ -292,6 +292,15 @@ class GovernorSettings:
     governor_policy: GovernorPolicy = field(
         default=GovernorPolicy.THERMAL,
         metadata=enum_option("--governor", "governor policy", GovernorPolicy),
+    )
+    thermal_policy: ThermalPolicy = field(
+        default=ThermalPolicy.COMFORT,
+        metadata=enum_option(
+            "--thermal-policy",
+            "comfort: keep the skin under the comfort limit (no firmware throttling); throughput: "
+            "never fewer tokens than unmanaged, the firmware may throttle (docs/governor.md)",
+            ThermalPolicy,
+        ),
     )
     # None: below the phone's first skin trip point. UpdateConfig checks setpoint_c by this type.
     setpoint_c: float | None = field(

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--profile",
         default="sd8gen3",
-        help="shipped profile, a JSON file, or a generated phone gen-SEED / held-out-SEED (default sd8gen3)",
+        help="shipped profile, a JSON file, or a generated phone gen-SEED / held-out-SEED / "
+        "lowheadroom-SEED / lowheadroom-held-out-SEED (default sd8gen3)",
     )
     p.add_argument(
         "--minutes", type=float_in(0.01), default=30.0, help="simulated minutes of continuous generation"
@@ -49,12 +50,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _profile(name: str) -> PhoneProfile:
-    """A shipped profile, a JSON file, or a generated phone gen-SEED / held-out-SEED."""
+    """A shipped profile, a JSON file, or a generated phone (gen-, held-out-, lowheadroom[-held-out]-SEED)."""
     from edgellm.sim.generator import generate_profile
     from edgellm.sim.profile import load_profile
+    from edgellm.sim.situations import low_headroom_by_seed
 
     m = re.fullmatch(r"(?:gen|held-out)-(\d+)", name)
+    hot = re.fullmatch(r"lowheadroom(?:-held-out)?-(\d+)", name)
     try:
+        if hot:
+            return low_headroom_by_seed(int(hot.group(1)))
         return generate_profile(int(m.group(1))) if m else load_profile(name)
     except (FileNotFoundError, ValueError, KeyError) as err:
         raise _Refused(str(err)) from err

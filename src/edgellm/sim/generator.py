@@ -20,12 +20,22 @@ from edgellm.sim.profile import PhoneProfile, profile_from_dict
 
 HELD_OUT_SEEDS: tuple[int, ...] = tuple(range(9001, 9025))  # 24 phones: evaluation only, never tuning
 TUNING_SEEDS: tuple[int, ...] = tuple(range(101, 125))  # 24 phones the governor's settings may be fitted on
+# Low headroom (hot rooms, cases, chargers: sim/situations.py), the same split
+LOW_HEADROOM_HELD_OUT_SEEDS: tuple[int, ...] = tuple(range(9101, 9125))
+LOW_HEADROOM_TUNING_SEEDS: tuple[int, ...] = tuple(range(201, 225))
+
 
 Purpose = Literal["tuning", "evaluation"]
 
 
 class HeldOutError(PermissionError):
     """A held-out phone was asked for by tuning code."""
+
+
+def refuse_held_out(seed: int, purpose: Purpose) -> None:
+    """Raise HeldOutError when tuning code asks for a phone of either held-out set."""
+    if purpose == "tuning" and (seed in HELD_OUT_SEEDS or seed in LOW_HEADROOM_HELD_OUT_SEEDS):
+        raise HeldOutError(f"seed {seed} is in a held-out set: it is never used to tune anything")
 
 
 def _u(rng: random.Random, lo: float, hi: float) -> float:
@@ -102,7 +112,8 @@ def _firmware(
     }
 
 
-def _draw(rng: random.Random, name: str) -> dict[str, Any]:
+def draw_phone(rng: random.Random, name: str) -> dict[str, Any]:
+    """One phone's JSON object from the stream (not yet checked for plausibility)."""
     clusters = _clusters(rng)
     r_sa = 6.0 * _u(rng, 0.7, 1.3)
     static_w = 0.7 * _u(rng, 0.7, 1.3)
@@ -161,12 +172,11 @@ def generate_profile(seed: int, purpose: Purpose = "evaluation") -> PhoneProfile
     Draws that would sit above the governor's comfort limit while idle (hot room, poor cooling) are
     not plausible phones; the generator draws again from the same stream until one is.
     """
-    if purpose == "tuning" and seed in HELD_OUT_SEEDS:
-        raise HeldOutError(f"seed {seed} is in the held-out set: it is never used to tune anything")
+    refuse_held_out(seed, purpose)
     rng = random.Random(seed)
     prefix = "held-out" if seed in HELD_OUT_SEEDS else "gen"
     for _ in range(100):
-        d = _draw(rng, f"{prefix}-{seed}")
+        d = draw_phone(rng, f"{prefix}-{seed}")
         if _plausible(d):
             return profile_from_dict(d)
     raise RuntimeError(f"seed {seed}: no plausible phone in 100 draws")

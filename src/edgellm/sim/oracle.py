@@ -89,7 +89,10 @@ def oracle(profile: PhoneProfile, minutes: float, config: GovernorConfig | None 
     cfg = config or GovernorConfig()
     limit = comfort_limit(profile, cfg)
     plant = ThermalPlant(profile)
-    budget = (limit - profile.ambient_c) / profile.skin_to_ambient_resistance_k_per_w
+    # a charger's heat reaches the skin whatever runs: it comes off the budget
+    budget = (
+        limit - profile.ambient_c
+    ) / profile.skin_to_ambient_resistance_k_per_w - profile.charging_heat_w
     ladder = phone_ladder(profile)
     best: tuple[float, Actuation] | None = None
     for family in families(ladder, cfg.min_duty):

@@ -29,9 +29,11 @@ class ThermalPlant:
 
     def __init__(self, profile: PhoneProfile) -> None:
         self.p = profile
-        self.die_c = profile.ambient_c
-        self.skin_c = profile.ambient_c
-        self.battery_c = profile.ambient_c
+        self.die_c = self.skin_c = self.battery_c = profile.ambient_c
+        if profile.starts_idle_warm:  # it sat in its room (pocket, charger) with the screen on
+            self.skin_c = self.battery_c = profile.idle_skin_c
+            die_w = profile.static_power_w * (1.0 - profile.static_to_skin_fraction)
+            self.die_c = self.skin_c + die_w * profile.die_to_skin_resistance_k_per_w
         self.firmware = Firmware(profile.firmware)
         self.cpu_power_w = 0.0  # dynamic power of the last step (the CPU zone's hotspot)
         self._act_cap: tuple[set[int], float] = (set(), 1.0)  # the actuation's own cap while computing
@@ -188,10 +190,11 @@ class ThermalPlant:
         """Advance the thermal nodes by dt seconds at an average power (explicit Euler, dt << die tau)."""
         p = self.p
         direct = p.static_power_w * p.static_to_skin_fraction  # screen and radios heat the skin, not the die
+        direct_skin = direct + p.charging_heat_w  # a charger's losses heat the battery under the skin
         q_ds = (self.die_c - self.skin_c) / p.die_to_skin_resistance_k_per_w
         q_sa = (self.skin_c - p.ambient_c) / p.skin_to_ambient_resistance_k_per_w
         self.die_c += (power_w - direct - q_ds) * dt / p.die_heat_capacity_j_per_k
-        self.skin_c += (q_ds + direct - q_sa) * dt / p.skin_heat_capacity_j_per_k
+        self.skin_c += (q_ds + direct_skin - q_sa) * dt / p.skin_heat_capacity_j_per_k
         self.battery_c += (self.skin_c - self.battery_c) * dt / p.battery_time_constant_s
         self.cpu_power_w = max(power_w - p.static_power_w, 0.0)
         self.update_firmware(dt, self.cpu_power_w)

@@ -62,6 +62,17 @@ class PhoneProfile:
     static_to_skin_fraction: float = 0.0  # share of static power (screen, radios) heating the skin directly
     cpu_sensor_hotspot_k_per_w: float = 0.0  # the CPU zone reads die + this × CPU power (a hotspot)
     cpufreq_writable: bool = False  # rooted: the governor may write scaling_max_freq
+    charging_heat_w: float = 0.0  # on a charger: battery heat into the skin (charging losses)
+    starts_idle_warm: bool = (
+        False  # the run starts at the idle steady state (the phone sat there), not ambient
+    )
+
+    @property
+    def idle_skin_c(self) -> float:
+        """Where the skin settles with the screen on and nothing decoding (static power, charging)."""
+        return self.ambient_c + self.skin_to_ambient_resistance_k_per_w * (
+            self.static_power_w + self.charging_heat_w
+        )
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -163,6 +174,8 @@ def profile_from_dict(d: dict[str, Any]) -> PhoneProfile:
         static_to_skin_fraction=float(d.get("static_to_skin_fraction", 0.0)),
         cpu_sensor_hotspot_k_per_w=float(d.get("cpu_sensor_hotspot_k_per_w", 0.0)),
         cpufreq_writable=bool(d.get("cpufreq_writable", False)),
+        charging_heat_w=float(d.get("charging_heat_to_skin_w", 0.0)),
+        starts_idle_warm=bool(d.get("starts_idle_warm", False)),
     )
     known = set(prof.cpus)
     if not set(prof.unmanaged_cpus) <= known:

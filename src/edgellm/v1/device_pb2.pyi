@@ -614,6 +614,7 @@ class GovernorState(_message.Message):
     CAPACITY_BASIS_FIELD_NUMBER: _builtins.int
     CAPACITY_RETRY_AFTER_S_FIELD_NUMBER: _builtins.int
     REFUSING_GENERATIONS_FIELD_NUMBER: _builtins.int
+    THERMAL_POLICY_FIELD_NUMBER: _builtins.int
     policy: _builtins.str
     """"off", "thermal", ..."""
     threads: _builtins.int
@@ -657,6 +658,8 @@ class GovernorState(_message.Message):
     """Exhausted under the comfort policy: Generate answers RESOURCE_EXHAUSTED (trailers
     `edgellm-refusal: thermal-headroom-exhausted`, `retry-after: <seconds>`).
     """
+    thermal_policy: _builtins.str
+    """comfort | throughput (docs/governor.md, "Policies")"""
     @_builtins.property
     def capabilities(self) -> _containers.RepeatedCompositeFieldContainer[Global___GovernorCapability]: ...
     def __init__(
@@ -685,10 +688,11 @@ class GovernorState(_message.Message):
         capacity_basis: _builtins.str = ...,
         capacity_retry_after_s: _builtins.int = ...,
         refusing_generations: _builtins.bool = ...,
+        thermal_policy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_tokens_per_second", b"_capacity_tokens_per_second", "_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capacity_tokens_per_second", b"capacity_tokens_per_second", "duty", b"duty", "thermal_headroom", b"thermal_headroom"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_tokens_per_second", b"_capacity_tokens_per_second", "_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "capacity_basis", b"capacity_basis", "capacity_floor_tokens_per_second", b"capacity_floor_tokens_per_second", "capacity_retry_after_s", b"capacity_retry_after_s", "capacity_state", b"capacity_state", "capacity_tokens_per_second", b"capacity_tokens_per_second", "cluster", b"cluster", "duty", b"duty", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "refusing_generations", b"refusing_generations", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_tokens_per_second", b"_capacity_tokens_per_second", "_duty", b"_duty", "_thermal_headroom", b"_thermal_headroom", "capabilities", b"capabilities", "capacity_basis", b"capacity_basis", "capacity_floor_tokens_per_second", b"capacity_floor_tokens_per_second", "capacity_retry_after_s", b"capacity_retry_after_s", "capacity_state", b"capacity_state", "capacity_tokens_per_second", b"capacity_tokens_per_second", "cluster", b"cluster", "duty", b"duty", "frontier", b"frontier", "last_decision", b"last_decision", "last_decision_unix", b"last_decision_unix", "last_reason", b"last_reason", "mode", b"mode", "model_ambient_c", b"model_ambient_c", "model_tau_s", b"model_tau_s", "pacing_ms", b"pacing_ms", "policy", b"policy", "power", b"power", "refusing_generations", b"refusing_generations", "rung", b"rung", "setpoint_c", b"setpoint_c", "thermal_headroom", b"thermal_headroom", "thermal_policy", b"thermal_policy", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__capacity_tokens_per_second: _TypeAlias = _typing.Literal["capacity_tokens_per_second"]  # noqa: Y015
     _WhichOneofArgType__capacity_tokens_per_second: _TypeAlias = _typing.Literal["_capacity_tokens_per_second", b"_capacity_tokens_per_second"]  # noqa: Y015
@@ -979,6 +983,7 @@ class UpdateConfigRequest(_message.Message):
     POWER_FIELD_NUMBER: _builtins.int
     CLUSTER_FIELD_NUMBER: _builtins.int
     FORGET_SAVED_FIELD_NUMBER: _builtins.int
+    THERMAL_POLICY_FIELD_NUMBER: _builtins.int
     threads: _builtins.int
     governor_policy: _builtins.str
     setpoint_c: _builtins.float
@@ -991,6 +996,8 @@ class UpdateConfigRequest(_message.Message):
     """Forget the settings earlier updates saved for restarts (<data_dir>/settings.json); the next
     start uses the command line's. Applied before the fields above, which are saved anew.
     """
+    thermal_policy: _builtins.str
+    """comfort | throughput (docs/governor.md, "Policies")"""
     def __init__(
         self,
         *,
@@ -1003,10 +1010,11 @@ class UpdateConfigRequest(_message.Message):
         power: _builtins.str | None = ...,
         cluster: _builtins.str | None = ...,
         forget_saved: _builtins.bool = ...,
+        thermal_policy: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_threads", b"_threads", "cluster", b"cluster", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_thermal_policy", b"_thermal_policy", "_threads", b"_threads", "cluster", b"cluster", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "thermal_policy", b"thermal_policy", "threads", b"threads"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_threads", b"_threads", "cluster", b"cluster", "forget_saved", b"forget_saved", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cluster", b"_cluster", "_governor_policy", b"_governor_policy", "_kv_window", b"_kv_window", "_n_keep", b"_n_keep", "_pacing_ms", b"_pacing_ms", "_power", b"_power", "_setpoint_c", b"_setpoint_c", "_thermal_policy", b"_thermal_policy", "_threads", b"_threads", "cluster", b"cluster", "forget_saved", b"forget_saved", "governor_policy", b"governor_policy", "kv_window", b"kv_window", "n_keep", b"n_keep", "pacing_ms", b"pacing_ms", "power", b"power", "setpoint_c", b"setpoint_c", "thermal_policy", b"thermal_policy", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cluster: _TypeAlias = _typing.Literal["cluster"]  # noqa: Y015
     _WhichOneofArgType__cluster: _TypeAlias = _typing.Literal["_cluster", b"_cluster"]  # noqa: Y015
@@ -1022,6 +1030,8 @@ class UpdateConfigRequest(_message.Message):
     _WhichOneofArgType__power: _TypeAlias = _typing.Literal["_power", b"_power"]  # noqa: Y015
     _WhichOneofReturnType__setpoint_c: _TypeAlias = _typing.Literal["setpoint_c"]  # noqa: Y015
     _WhichOneofArgType__setpoint_c: _TypeAlias = _typing.Literal["_setpoint_c", b"_setpoint_c"]  # noqa: Y015
+    _WhichOneofReturnType__thermal_policy: _TypeAlias = _typing.Literal["thermal_policy"]  # noqa: Y015
+    _WhichOneofArgType__thermal_policy: _TypeAlias = _typing.Literal["_thermal_policy", b"_thermal_policy"]  # noqa: Y015
     _WhichOneofReturnType__threads: _TypeAlias = _typing.Literal["threads"]  # noqa: Y015
     _WhichOneofArgType__threads: _TypeAlias = _typing.Literal["_threads", b"_threads"]  # noqa: Y015
     @_typing.overload
@@ -1038,6 +1048,8 @@ class UpdateConfigRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__power) -> _WhichOneofReturnType__power | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__setpoint_c) -> _WhichOneofReturnType__setpoint_c | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__thermal_policy) -> _WhichOneofReturnType__thermal_policy | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__threads) -> _WhichOneofReturnType__threads | None: ...
 

@@ -61,11 +61,23 @@ KEYS: dict[str, Key] = {
     "pacing": _PACING,
     "power": Key("power", _choice("high", "normal", "low")),
     "cluster": Key("cluster", str),
+    "thermal_policy": Key("thermal_policy", _choice("comfort", "throughput")),
     "kv_window": Key("kv_window", _window, "tokens in a sliding KV window; 0 = no window"),
     "n_keep": Key("n_keep", int_in(0), "prompt tokens a sliding window keeps"),
 }
 # What `config get` prints, in this order (the canonical key names of KEYS, plus the rung).
-SETTINGS = ("threads", "kv_window", "n_keep", "policy", "setpoint_c", "cluster", "rung", "power", "pacing_ms")
+SETTINGS = (
+    "threads",
+    "kv_window",
+    "n_keep",
+    "policy",
+    "thermal_policy",
+    "setpoint_c",
+    "cluster",
+    "rung",
+    "power",
+    "pacing_ms",
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -118,6 +130,7 @@ def settings(st: device_pb2.DaemonStatus) -> dict[str, Any]:
         "kv_window": st.kv_window,
         "n_keep": st.n_keep,
         "policy": g.policy,
+        "thermal_policy": g.thermal_policy,
         "setpoint_c": round(g.setpoint_c, 2),
         "cluster": g.cluster,
         "rung": g.rung,

@@ -22,6 +22,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def governor_lines(g: device_pb2.GovernorState) -> list[str]:
     """The governor: policy, comfort limit, mode, and which actuators and sensors are live."""
     head = f"governor {g.policy}  comfort {g.setpoint_c:.1f} °C"
+    if g.thermal_policy:  # unset: a daemon from before the policies
+        head += f"  policy {g.thermal_policy}"
     if g.mode:
         head += f"  mode {g.mode}"
     if g.HasField("thermal_headroom"):

@@ -89,7 +89,9 @@ class DaemonCore:
         self.governor = GovernorRuntime(
             threads=config.engine.threads,
             config=GovernorConfig(
-                policy=config.governor.governor_policy, setpoint_c=config.governor.setpoint_c
+                policy=config.governor.governor_policy,
+                setpoint_c=config.governor.setpoint_c,
+                thermal_policy=config.governor.thermal_policy,
             ),
             platform=platform,
             period_s=config.governor.governor_period_s,

@@ -93,5 +93,6 @@ class ConfigUpdate:
             "kv_window": self.kv_window,
             "n_keep": self.n_keep,
             "setpoint_c": self.governor.setpoint_c,
+            "thermal_policy": self.governor.thermal_policy,
         }
         return {k: v for k, v in given.items() if v is not None}

@@ -27,6 +27,22 @@ class GovernorPolicy(StrEnum):
             raise InvalidArgument(f"governor_policy must be one of {choices}, not {text!r}") from None
 
 
+class ThermalPolicy(StrEnum):
+    """What the thermal controller holds: the skin under the comfort limit, or the most tokens."""
+
+    COMFORT = "comfort"  # never above the comfort limit: no firmware throttling
+    THROUGHPUT = "throughput"  # never fewer tokens than unmanaged: firmware throttling allowed
+
+    @classmethod
+    def parse(cls, text: str) -> ThermalPolicy:
+        """The policy named `text`, or InvalidArgument listing the choices."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(p.value for p in cls)
+            raise InvalidArgument(f"thermal_policy must be one of {choices}, not {text!r}") from None
+
+
 @dataclass(frozen=True)
 class Actuation:
     """One operating point: decode affinity, MNN power mode and pacing between decode steps.

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from edgellm.device.governor.actuation import Actuation
+from edgellm.device.governor.actuation import Actuation, ThermalPolicy
 from edgellm.device.governor.frontier import Frontier
 from edgellm.device.governor.identify import SkinIdentifier
 from edgellm.device.governor.path import LadderPath
@@ -44,7 +44,7 @@ class Components:
     target_gap_k: float = 0.0
     tau_s: float = 0.0
     ambient_c: float = 0.0
-    mode: str = "frontier"  # probe | frontier | ladder | skin-only
+    mode: str = "frontier"  # probe | frontier | ladder | skin-only | throughput
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,12 @@ class ThermalController:
         self.ladder = self.path.ladder
         self.setpoint_c = setpoint_c  # the comfort limit
         self.identifier = SkinIdentifier(c.identify)
-        self.prober: Prober | None = Prober(ladder, c.probe_hold_s, c.probe_margin_c) if c.probe else None
+        self.throughput = c.thermal_policy is ThermalPolicy.THROUGHPUT
+        probe = c.probe and not self.throughput
+        self.prober: Prober | None = Prober(ladder, c.probe_hold_s, c.probe_margin_c) if probe else None
         self.frontier: Frontier | None = None
         self.slope = SlopeEstimator(c.slope_window_s)
-        start = c.start_rung if c.start_rung >= 0 else self.path.last
+        start = 0 if self.throughput else c.start_rung if c.start_rung >= 0 else self.path.last
         self.position = self.applied = float(min(start, self.path.last))
         self.gap_integral = 0.0  # frontier mode
         self.command: float | None = None
@@ -134,21 +136,23 @@ class ThermalController:
         the decode rate over the last period; prefill_age_s: seconds since the last prefill burst.
         """
         c = self.config
-        dt = 0.0 if self.last_t is None else min(max(now - self.last_t, 0.0), 10.0)
-        self.last_t = now
-        slope = self.slope.add(now, skin_c)
         aim = self._aim(headroom)
+        dt = self._elapsed(now, skin_c, aim)
+        slope = self.slope.add(now, skin_c)
         if die_c is None:
             self.prober = None
             self._skin_only_step(skin_c, aim, slope, dt)
-            return self._select(now)
+            return None if self.throughput else self._select(now)
         learn = not self.probing and now >= self.learn_from
         model = self.identifier.add(now, skin_c, die_c, learn)
         goal = self._goal(skin_c, aim, dt)
         settling = self._settling(now, prefill_age_s)
         gap = self._gap(die_c - skin_c, settling)
         target = max(model.gap_for(goal), c.gap_floor_k)
-        mode = self._step(now, skin_c, aim, gap, target, 0.0 if settling else dt, dt, tokens_per_second)
+        if self.throughput:  # the fastest rung throughout; the model is still learnt (and shown)
+            mode = "throughput"
+        else:
+            mode = self._step(now, skin_c, aim, gap, target, 0.0 if settling else dt, dt, tokens_per_second)
         predicted = model.steady_skin_c(gap)
         self.components = Components(
             skin_c,
@@ -166,7 +170,29 @@ class ThermalController:
         )
         if mode == "probe":
             return self._set(self.prober.current if self.prober is not None else self.current, now, "probe")
-        return self._select(now)
+        return None if self.throughput else self._select(now)
+
+    def _elapsed(self, now: float, skin_c: float, aim: float) -> float:
+        """Seconds since the last reading (0 at the first, which starts deepest on a hot phone)."""
+        if self.last_t is None:
+            self.last_t = now
+            if skin_c >= aim and not self.throughput:
+                self._start_hot()
+            return 0.0
+        dt = min(max(now - self.last_t, 0.0), 10.0)
+        self.last_t = now
+        return dt
+
+    def _start_hot(self) -> None:
+        """The first reading is already at the aim (a hot room, a pocket, a charger): start deepest.
+
+        The coolest rung at full duty is a sprint on such a phone: on the low-headroom tuning set its
+        first minute put the skin up to 0.49 °C over where the idle phone sat (the bar is 0.5).
+        From the deepest position the loop releases as far as the heat allows.
+        """
+        self.prober = None  # no headroom to measure the rungs with
+        self.position = self.path.max_position
+        self.applied = -1.0  # the next selection emits the move
 
     def _aim(self, headroom: float | None) -> float:
         """The skin temperature to hold: under the comfort limit, lower when the OS forecasts throttling."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from edgellm.common.errors import InvalidArgument
 from edgellm.common.logs import get_logger
 from edgellm.common.periodic import BackgroundTask, every
-from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy
+from edgellm.device.governor.actuation import POWER_MODES, Actuation, GovernorPolicy, ThermalPolicy
 from edgellm.device.governor.capabilities import Capability, survey
 from edgellm.device.governor.capacity import (
     Capacity,
@@ -41,6 +41,7 @@ class GovernorUpdate:
     pacing_ms: float | None = None
     power: str | None = None
     cluster: str | None = None
+    thermal_policy: ThermalPolicy | None = None
 
     @property
     def pins(self) -> bool:
@@ -76,15 +77,7 @@ class GovernorSnapshot:
     capacity_basis: str = ""
     capacity_retry_after_s: int = 0  # real seconds; 0 unless exhausted
     refusing_generations: bool = False  # exhausted under the comfort policy: Generate is refused
-
-
-def thermal_policy(config: GovernorConfig) -> str:
-    """The thermal policy in force: `comfort` unless the settings say otherwise.
-
-    Why getattr: `--thermal-policy` (comfort | throughput) is being added to GovernorConfig on
-    another branch (issue 30, i30-gov); until it lands every daemon runs the default, comfort.
-    """
-    return str(getattr(config, "thermal_policy", "comfort"))
+    thermal_policy: ThermalPolicy = ThermalPolicy.COMFORT
 
 
 class GovernorRuntime:
@@ -276,7 +269,7 @@ class GovernorRuntime:
     def refusing(self) -> bool:
         """Whether new generations are refused: thermal headroom exhausted under the comfort policy."""
         thermal = self.config.policy == GovernorPolicy.THERMAL
-        return thermal and refuses(self.capacity.state, thermal_policy(self.config))
+        return thermal and refuses(self.capacity.state, self.config.thermal_policy)
 
     def retry_after_s(self, cap: Capacity) -> int:
         """The capacity's retry hint in real seconds (the virtual phone's clock runs time_scale faster)."""
@@ -321,17 +314,25 @@ class GovernorRuntime:
         self.validate(change)
         if change.setpoint_c is not None:
             self.config = replace(self.config, setpoint_c=change.setpoint_c)
+        if change.thermal_policy is not None:
+            self.config = replace(self.config, thermal_policy=change.thermal_policy)
         if change.policy is not None:
             self.config = replace(self.config, policy=change.policy)
         elif change.pins:
             self.config = replace(self.config, policy=GovernorPolicy.PINNED)
         if change.pins:
             self._pinned = self._pin(change)
-        if change.setpoint_c is not None or change.policy is not None:
+        if change.setpoint_c is not None or change.policy is not None or change.thermal_policy is not None:
             self._build()
         else:
             self._apply_policy()
-        log.info("governor_update", policy=self.config.policy, setpoint_c=self.setpoint_c, pinned=change.pins)
+        log.info(
+            "governor_update",
+            policy=self.config.policy,
+            thermal_policy=self.config.thermal_policy,
+            setpoint_c=self.setpoint_c,
+            pinned=change.pins,
+        )
 
     def _pin(self, change: GovernorUpdate) -> Actuation:
         base = self._pinned or self.actuators.current or self.ladder[0]
@@ -386,4 +387,5 @@ class GovernorRuntime:
             capacity_basis=cap.basis,
             capacity_retry_after_s=self.retry_after_s(cap),
             refusing_generations=self.refusing,
+            thermal_policy=self.config.thermal_policy,
         )

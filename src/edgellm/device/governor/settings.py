@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.actuation import GovernorPolicy, ThermalPolicy
 from edgellm.device.governor.identify import IdentifyConfig
 
 
@@ -15,6 +15,9 @@ class GovernorConfig:
     with bench/tune_governor.py, never on the held-out set (edgellm/sim/generator.py)."""
 
     policy: GovernorPolicy = GovernorPolicy.THERMAL  # off: fastest rung, no pacing; pinned: hold one
+    # comfort: hold the skin under the comfort limit; throughput: decode as unmanaged (the fastest
+    # rung, no pacing) and leave the skin to the firmware (docs/governor.md, "Policies")
+    thermal_policy: ThermalPolicy = ThermalPolicy.COMFORT
     setpoint_c: float | None = None  # the comfort limit; None: first skin trip − margin_c, else fallback
     margin_c: float = 1.5
     fallback_setpoint_c: float = 37.0  # below the coolest first skin trip we know of (39 °C) − margin

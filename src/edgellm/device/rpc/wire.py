@@ -11,7 +11,7 @@ from edgellm.device.constrain import Constraint, ConstraintKind
 from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, TelemetryFrame
 from edgellm.device.decoding import FinishReason, Speculation
 from edgellm.device.generation import Delta, Event, GenerationJob, Stats
-from edgellm.device.governor.actuation import GovernorPolicy
+from edgellm.device.governor.actuation import GovernorPolicy, ThermalPolicy
 from edgellm.device.governor.capacity import CapacityState
 from edgellm.device.governor.runtime import GovernorSnapshot, GovernorUpdate
 from edgellm.device.logprobs import Logprob
@@ -104,6 +104,9 @@ def config_update_from(req: device_pb2.UpdateConfigRequest) -> ConfigUpdate:
             pacing_ms=req.pacing_ms if req.HasField("pacing_ms") else None,
             power=req.power if req.HasField("power") else None,
             cluster=req.cluster if req.HasField("cluster") else None,
+            thermal_policy=ThermalPolicy.parse(req.thermal_policy)
+            if req.HasField("thermal_policy")
+            else None,
         ),
         forget_saved=req.forget_saved,
     )
