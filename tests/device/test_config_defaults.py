@@ -29,7 +29,7 @@ TRIVIAL = (None, False, True, 0, 0.0, "", ())  # "unset" values, written whereve
 def _defaults() -> dict[str, object]:
     config = DaemonConfig()
     out = {}
-    for section in dataclasses.fields(DaemonConfig):
+    for section in (s for s in dataclasses.fields(DaemonConfig) if "section" in s.metadata):
         for f in dataclasses.fields(getattr(config, section.name)):
             if f.default is not dataclasses.MISSING and f.default not in TRIVIAL:
                 out[f.name] = f.default

@@ -4,7 +4,10 @@ As vLLM's `EngineArgs.add_cli_args`: a field's `metadata` (built with `option`) 
 help; `add_options` adds one argparse option per such field with the field's default, and
 `values_from` reads the parsed namespace back into field values for the dataclass. A config made
 of sections (fields with `section` metadata, each a dataclass) gets one help group per section
-(`add_sections`, `sections_from`). `check_value` applies a flag's type and choices to a value that
+(`add_sections`, `sections_from`). Each generated flag notes itself on the namespace when given,
+so `given_settings` tells a flag the user typed from its default (`--threads 4` when 4 is the
+default too): a setting saved at run time may override a default but not an explicit flag.
+`check_value` applies a flag's type and choices to a value that
 arrives another way (an RPC), so a limit is written once.
 """
 
@@ -20,7 +23,38 @@ from typing import Any
 from edgellm.common.errors import InvalidArgument
 
 # Metadata keys passed to argparse's add_argument unchanged.
-_ARGPARSE_KEYS = ("type", "choices", "metavar", "action")
+_ARGPARSE_KEYS = ("type", "choices", "metavar")
+# Namespace attribute: the dests of the generated flags given on the command line.
+_GIVEN = "given_flags"
+
+
+def _note_given(namespace: argparse.Namespace, dest: str) -> None:
+    setattr(namespace, _GIVEN, getattr(namespace, _GIVEN, frozenset()) | {dest})
+
+
+class _Store(argparse.Action):
+    """argparse's `store`, noting the flag as given."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        setattr(ns, self.dest, values)
+        _note_given(ns, self.dest)
+
+
+class _Switch(argparse.Action):
+    """argparse's `store_true`, noting the flag as given."""
+
+    def __init__(
+        self, option_strings: list[str], dest: str, default: Any = False, help: str | None = None
+    ) -> None:
+        super().__init__(option_strings, dest, nargs=0, const=True, default=default, help=help)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        setattr(ns, self.dest, True)
+        _note_given(ns, self.dest)
 
 
 def option(
@@ -79,7 +113,8 @@ def add_option(p: argparse._ActionsContainer, meta: Mapping[str, Any], default: 
     kwargs = {k: meta[k] for k in _ARGPARSE_KEYS if k in meta}
     if "env" in meta:
         default = os.environ.get(meta["env"]) or default
-    p.add_argument(meta["flag"], default=default, help=meta["help"], **kwargs)
+    action = _Switch if meta.get("action") == "store_true" else _Store
+    p.add_argument(meta["flag"], default=default, help=meta["help"], action=action, **kwargs)
 
 
 def _fields_with_flags(cls: type[Any]) -> Iterator[dataclasses.Field[Any]]:
@@ -120,6 +155,12 @@ def values_from(cls: type[Any], ns: argparse.Namespace) -> dict[str, Any]:
     return values
 
 
+def given_settings(cls: type[Any], ns: argparse.Namespace) -> frozenset[str]:
+    """Names of the fields of `cls` whose flags the command line gave (not those left at their default)."""
+    given: frozenset[str] = getattr(ns, _GIVEN, frozenset())
+    return frozenset(f.name for f in _fields_with_flags(cls) if dest(f.metadata) in given)
+
+
 def section(title: str, description: str) -> dict[str, Any]:
     """Field metadata of a section: a nested dataclass whose flags form one argparse help group."""
     return {"section": title, "description": description}
@@ -140,6 +181,11 @@ def add_sections(p: argparse.ArgumentParser, cls: type[Any]) -> None:
 def sections_from(cls: type[Any], ns: argparse.Namespace) -> dict[str, Any]:
     """Each section of `cls` built from a namespace parsed with `add_sections`, by field name."""
     return {f.name: section_cls(**values_from(section_cls, ns)) for f, section_cls in _sections(cls)}
+
+
+def sections_given(cls: type[Any], ns: argparse.Namespace) -> frozenset[str]:
+    """Names of the settings, across the sections of `cls`, whose flags the command line gave."""
+    return frozenset().union(*(given_settings(section_cls, ns) for _, section_cls in _sections(cls)))
 
 
 def check_value(name: str, meta: Mapping[str, Any], value: object) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgellm.common.cli_options import add_sections, sections_from
+from edgellm.common.cli_options import add_sections, sections_from, sections_given
 from edgellm.common.errors import NotFound
 from edgellm.common.paths import resolve_artifact
 from edgellm.device.config import DaemonConfig
@@ -51,12 +51,12 @@ def _model_from(word: str | None) -> Path | None:
 
 
 def config_from(ns: argparse.Namespace) -> DaemonConfig:
-    """DaemonConfig from parsed arguments."""
+    """DaemonConfig from parsed arguments (`explicit`: the settings whose flags were given)."""
     model = _model_from(ns.model)
     if ns.max_pushes < 1 or ns.max_telemetry_streams < 1 or ns.push_idle_timeout <= 0:
         raise SystemExit("--max-pushes and --max-telemetry-streams must be >= 1, --push-idle-timeout > 0")
     # No --threads: autotune at load (EngineSettings.threads stays the fallback).
-    config = DaemonConfig(**sections_from(DaemonConfig, ns))
+    config = DaemonConfig(**sections_from(DaemonConfig, ns), explicit=sections_given(DaemonConfig, ns))
     return config.with_settings(model=model, autotune=ns.threads is None)
 
 

@@ -366,6 +366,9 @@ class DaemonConfig:
     governor: GovernorSettings = field(
         default_factory=GovernorSettings, metadata=section("governor", "thermal governor and sensors")
     )
+    # Settings the command line gave explicitly (by name): they win over the ones `config set` saved
+    # (core/saved_settings.py). Not a value of the configuration, so equality ignores it.
+    explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @classmethod
     def of(cls, **settings: Any) -> DaemonConfig:
@@ -384,19 +387,24 @@ class DaemonConfig:
                 changed[name] = dataclasses.replace(getattr(self, name), **mine)
         return dataclasses.replace(self, **changed)
 
+    def setting(self, name: str) -> Any:
+        """One setting's value, named without its section (KeyError on an unknown)."""
+        return getattr(getattr(self, _OWNERS[name]), name)
 
-_SECTIONS = tuple(f.name for f in dataclasses.fields(DaemonConfig))
+
+_SECTION_FIELDS = tuple(f for f in dataclasses.fields(DaemonConfig) if "section" in f.metadata)
+_SECTIONS = tuple(f.name for f in _SECTION_FIELDS)
 # setting name -> the section that owns it (names are unique across sections; a test checks it)
 _OWNERS = {
     f.name: s.name
-    for s in dataclasses.fields(DaemonConfig)
+    for s in _SECTION_FIELDS
     for f in dataclasses.fields(s.default_factory)  # type: ignore[arg-type]
 }
 
 
 def setting_field(name: str) -> dataclasses.Field[Any]:
     """The dataclass field that owns a setting (KeyError if there is none)."""
-    owner = next(s for s in dataclasses.fields(DaemonConfig) if s.name == _OWNERS[name])
+    owner = next(s for s in _SECTION_FIELDS if s.name == _OWNERS[name])
     return next(f for f in dataclasses.fields(owner.default_factory) if f.name == name)  # type: ignore[arg-type]
 
 

@@ -840,6 +840,7 @@ class DaemonStatus(_message.Message):
     THREAD_TUNING_FIELD_NUMBER: _builtins.int
     DRAFT_TOKENS_TOTAL_FIELD_NUMBER: _builtins.int
     ACCEPTED_DRAFT_TOKENS_TOTAL_FIELD_NUMBER: _builtins.int
+    RESTORED_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     engine_state: Global___EngineState.ValueType
     threads: _builtins.int
@@ -865,6 +866,12 @@ class DaemonStatus(_message.Message):
     def thread_tuning(self) -> Global___ThreadTuning:
         """how `threads` was chosen (load-time autotune or pinned)"""
 
+    @_builtins.property
+    def restored(self) -> _containers.RepeatedCompositeFieldContainer[Global___SettingRestore]:
+        """Only in UpdateConfig's reply to forget_saved: each setting whose startup value (the command
+        line's, else the default) was put back, or could not be put back now and why.
+        """
+
     def __init__(
         self,
         *,
@@ -886,14 +893,49 @@ class DaemonStatus(_message.Message):
         thread_tuning: Global___ThreadTuning | None = ...,
         draft_tokens_total: _builtins.int = ...,
         accepted_draft_tokens_total: _builtins.int = ...,
+        restored: _abc.Iterable[Global___SettingRestore] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["governor", b"governor", "model", b"model", "thread_tuning", b"thread_tuning"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_draft_tokens_total", b"accepted_draft_tokens_total", "context_tokens", b"context_tokens", "draft_tokens_total", b"draft_tokens_total", "engine_state", b"engine_state", "governor", b"governor", "kv_window", b"kv_window", "load_ms", b"load_ms", "max_new_tokens_cap", b"max_new_tokens_cap", "model", b"model", "n_keep", b"n_keep", "queue_capacity", b"queue_capacity", "queue_depth", b"queue_depth", "requests_served", b"requests_served", "thread_tuning", b"thread_tuning", "threads", b"threads", "uptime_seconds", b"uptime_seconds", "version", b"version", "warmup_ms", b"warmup_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_draft_tokens_total", b"accepted_draft_tokens_total", "context_tokens", b"context_tokens", "draft_tokens_total", b"draft_tokens_total", "engine_state", b"engine_state", "governor", b"governor", "kv_window", b"kv_window", "load_ms", b"load_ms", "max_new_tokens_cap", b"max_new_tokens_cap", "model", b"model", "n_keep", b"n_keep", "queue_capacity", b"queue_capacity", "queue_depth", b"queue_depth", "requests_served", b"requests_served", "restored", b"restored", "thread_tuning", b"thread_tuning", "threads", b"threads", "uptime_seconds", b"uptime_seconds", "version", b"version", "warmup_ms", b"warmup_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DaemonStatus: _TypeAlias = DaemonStatus  # noqa: Y015
+
+@_typing.final
+class SettingRestore(_message.Message):
+    """One setting `config reset` (UpdateConfigRequest.forget_saved) put back to its startup value."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    WAS_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    NOT_RESTORED_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """the UpdateConfigRequest field (threads, kv_window, ...)"""
+    was: _builtins.str
+    """its value before the reset"""
+    now: _builtins.str
+    """its value after it"""
+    not_restored: _builtins.str
+    """why the startup value could not be put back now ("" = it was)"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        was: _builtins.str = ...,
+        now: _builtins.str = ...,
+        not_restored: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "not_restored", b"not_restored", "now", b"now", "was", b"was"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SettingRestore: _TypeAlias = SettingRestore  # noqa: Y015
 
 @_typing.final
 class ThreadTuning(_message.Message):
@@ -993,8 +1035,9 @@ class UpdateConfigRequest(_message.Message):
     power: _builtins.str
     cluster: _builtins.str
     forget_saved: _builtins.bool
-    """Forget the settings earlier updates saved for restarts (<data_dir>/settings.json); the next
-    start uses the command line's. Applied before the fields above, which are saved anew.
+    """Forget the settings earlier updates saved for restarts (<data_dir>/settings.json) and put back
+    the values the daemon started with (its command line's, else the defaults) now; the reply's
+    `restored` says what changed. Applied before the fields above, which are saved anew.
     """
     thermal_policy: _builtins.str
     """comfort | throughput (docs/governor.md, "Policies")"""

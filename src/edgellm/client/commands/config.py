@@ -1,6 +1,7 @@
 """`edgellm config get|set|reset`: read or change the daemon's threads, governor or KV window at runtime.
 
-`set` is saved by the daemon for its restarts; `reset` forgets what was saved.
+`set` is saved by the daemon for its restarts; `reset` forgets what was saved and puts back the
+values the daemon started with (its command line's, else the defaults), saying what changed.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import argparse
 import difflib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.set_defaults(handler=run_set)
     r = verbs.add_parser(
         "reset",
-        help="forget the settings `config set` saved: the daemon's next start uses its command line's",
+        help="put back the settings the daemon started with (its command line's, else the defaults) "
+        "and forget what `config set` saved",
     )
     add_target(r, nested=True)
     r.set_defaults(handler=run_reset)
@@ -157,15 +159,26 @@ def run_set(ns: argparse.Namespace) -> int:
 
 
 def run_reset(ns: argparse.Namespace) -> int:
-    """Forget the saved settings; the live ones stay until the daemon restarts."""
-    with client_from(ns, timeout=30.0) as client:
-        st = client.stub.UpdateConfig(device_pb2.UpdateConfigRequest(forget_saved=True), timeout=30.0)
+    """Forget the saved settings and put back the startup ones now; say what changed and what could not."""
+    with client_from(ns, timeout=120.0) as client:  # putting back a thread count reloads the model
+        st = client.stub.UpdateConfig(device_pb2.UpdateConfigRequest(forget_saved=True), timeout=120.0)
     sys.stdout.write(_line(settings(st)) + "\n")
-    sys.stderr.write(
-        "forgot the saved settings: the daemon's next start uses its command line's; the ones above "
-        "stay in force until then\n"
-    )
+    sys.stderr.write(reset_report(st.restored))
     return 0
+
+
+def reset_report(restored: Iterable[device_pb2.SettingRestore]) -> str:
+    """What `config reset` tells the user: each setting put back, each one kept and why."""
+    done = [f"{r.name} {r.was} -> {r.now}" for r in restored if not r.not_restored]
+    kept = [f"{r.name} stays {r.was}: {r.not_restored}" for r in restored if r.not_restored]
+    lines = [
+        "put back the daemon's startup values (its command line's, else the defaults): " + ", ".join(done)
+        if done
+        else "the settings in force were already the daemon's startup values"
+    ]
+    lines += [f"not restored now: {k}" for k in kept]
+    lines.append("forgot the saved settings: the daemon's next start uses its command line's too")
+    return "\n".join(lines) + "\n"
 
 
 def run_get(ns: argparse.Namespace) -> int:

@@ -22,7 +22,8 @@ from edgellm.device.config import DaemonConfig, check_setting
 from edgellm.device.core.load_records import same_load
 from edgellm.device.core.loading import EngineFactory
 from edgellm.device.core.models import ModelLifecycle
-from edgellm.device.core.saved_settings import SavedSettings
+from edgellm.device.core.reset import changes, settings_view
+from edgellm.device.core.saved_settings import SavedSettings, describe_overrides, overridden_by
 from edgellm.device.core.scheduler import Scheduler, load_wait_s
 from edgellm.device.core.state import (
     ConfigUpdate,
@@ -30,6 +31,7 @@ from edgellm.device.core.state import (
     EngineState,
     LoadInfo,
     ModelEntry,
+    SettingRestore,
     TelemetryFrame,
 )
 from edgellm.device.generation import Event, GenerationJob
@@ -80,6 +82,7 @@ class DaemonCore:
         platform: Platform | None = None,
     ) -> None:
         self.started = time.time()
+        self.startup = config  # what `config reset` puts back (the command line's, else the defaults)
         self.worker = EngineWorker(config.server.queue_size, on_idle=release_free_memory)
         root = config.store.data_dir / "store"
         quota, reserve = default_limits(root, config.store.store_quota_bytes, config.store.disk_reserve_bytes)
@@ -271,26 +274,75 @@ class DaemonCore:
         loaded = self.models.loaded
         return len(loaded.engine.history) if loaded is not None else 0
 
-    async def update(self, change: ConfigUpdate) -> None:
+    async def update(self, change: ConfigUpdate) -> tuple[SettingRestore, ...]:
         """UpdateConfig: validate every field first (nothing changes on INVALID_ARGUMENT), then apply,
-        and save the fields given for restarts (`<data_dir>/settings.json`; forget_saved clears it).
+        and save the fields given for restarts (`<data_dir>/settings.json`).
 
+        forget_saved forgets the file and puts back the startup values first (`restore_startup`,
+        whose report this returns); the fields given are then checked again, against those values.
         A new thread count reloads the model: MNN reads thread_num only in initRuntime(), which
         only load() runs.
         """
         self._validate(change)
+        restored: tuple[SettingRestore, ...] = ()
         if change.forget_saved:
             self.saved.forget()
+            restored = await self.restore_startup()
+            self._validate(change)
         self.saved.add(change)
         await self._apply(change)
+        return restored
+
+    async def restore_startup(self) -> tuple[SettingRestore, ...]:
+        """Put back the values the daemon started with; report each setting that changed or could not.
+
+        A startup window the daemon now refuses (MemAvailable fell, or the loaded model's context
+        is shorter than the start-up one's) stays as it is, with the reason; so does a thread count
+        whose reload failed.
+        """
+        before = settings_view(self.status(), self.config.engine.autotune)
+        refused: dict[str, str] = {}
+        start = {k: self.startup.setting(k) for k in ("kv_window", "n_keep")}  # checked as a pair
+        differ = [k for k, v in start.items() if v != self.config.setting(k)]
+        if differ:
+            try:
+                self._validate(ConfigUpdate(**start))
+                self.models.config = self.config.with_settings(**start)
+            except EdgeError as err:
+                refused.update(dict.fromkeys(differ, str(err)))
+        self.governor.reset()
+        try:
+            await self._restore_threads()
+        except (EdgeError, OSError) as err:
+            refused["threads"] = f"reloading the model failed: {err}"
+        restored = changes(before, settings_view(self.status(), self.config.engine.autotune), refused)
+        log.info("startup_settings_restored", changes=[f"{r.name}: {r.was} -> {r.now}" for r in restored])
+        return restored
+
+    async def _restore_threads(self) -> None:
+        start = self.startup.engine
+        if start.autotune and not self.config.engine.autotune:
+            await self.models.resume_autotune(start.threads)
+        elif not start.autotune and start.threads != self.config.engine.threads:
+            await self._apply(ConfigUpdate(threads=start.threads))
 
     async def apply_saved(self) -> None:
         """At start, after the model is loaded: the settings `config set` saved before a restart.
 
-        Saved settings that the daemon now refuses (a window larger than a new model's context, a
-        cluster this phone lacks) are logged and left out, not fatal: the daemon still serves.
+        A flag given on the command line wins over a saved value (logged as overridden). Saved
+        settings that the daemon now refuses (a window larger than a new model's context, a cluster
+        this phone lacks) are logged and left out, not fatal: the daemon still serves.
         """
-        change = self.saved.load()
+        saved = self.saved.read()
+        over = overridden_by(saved, self.startup.explicit)
+        if over:
+            log.info(
+                "saved_settings_overridden",
+                path=str(self.saved.path),
+                settings=describe_overrides(saved, over, self.startup),
+            )
+        fields = {k: v for k, v in saved.items() if k not in over}
+        change = self.saved.load(fields)
         if change is None:
             return
         try:
@@ -299,7 +351,7 @@ class DaemonCore:
             log.warning("saved_settings_refused", path=str(self.saved.path), reason=str(err))
             return
         await self._apply(change)
-        log.info("saved_settings_applied", path=str(self.saved.path), settings=self.saved.read())
+        log.info("saved_settings_applied", path=str(self.saved.path), settings=fields)
 
     async def _apply(self, change: ConfigUpdate) -> None:
         c = self.config

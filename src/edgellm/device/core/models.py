@@ -217,6 +217,16 @@ class ModelLifecycle:
         self.config = self.config.with_settings(threads=threads, autotune=False)
         self.tuner.pin(threads)
 
+    async def resume_autotune(self, threads: int) -> None:
+        """Autotune again after a pinned count (`config reset`); THREADS stays the fallback.
+
+        A loaded model is reloaded: MNN reads its thread count only at load.
+        """
+        self.config = self.config.with_settings(threads=threads, autotune=True)
+        self.tuner.unpin()
+        if self.loaded is not None:
+            await self.load(self.loaded.artifact.path)
+
     async def unload(self, forget: bool = True) -> None:
         """Unload the model (waits for the running generation to finish)."""
         await asyncio.wrap_future(self.worker.call(self.close))

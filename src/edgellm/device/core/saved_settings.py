@@ -1,8 +1,10 @@
 """`edgellm config set` survives a restart: what UpdateConfig changed, in `<data_dir>/settings.json`.
 
 Only the fields an update gave are saved (merged over earlier ones); at start the daemon applies
-them over its command line's values, after the model is loaded (a window is checked against the
-model's context). `forget_saved` (`edgellm config reset`) deletes the file.
+them over its defaults, after the model is loaded (a window is checked against the model's
+context). A flag given on the command line wins over a saved value, as in every tool: flag >
+saved > default (`overridden_by`). `forget_saved` (`edgellm config reset`) deletes the file, and
+the core puts back the startup values (core/reset.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgellm.common.logs import get_logger
+from edgellm.device.config import DaemonConfig, setting_field
 from edgellm.device.core.state import ConfigUpdate
 from edgellm.device.governor.actuation import GovernorPolicy
 from edgellm.device.governor.runtime import GovernorUpdate
@@ -20,6 +23,25 @@ log = get_logger(__name__)
 
 FILE = "settings.json"
 _PINS = ("pacing_ms", "power", "cluster")
+
+
+def overridden_by(saved: dict[str, Any], explicit: frozenset[str]) -> dict[str, str]:
+    """The saved fields an explicit command-line setting overrides -> the setting that does.
+
+    Saved names are UpdateConfigRequest's, which are DaemonConfig's for the settings with flags
+    (threads, kv_window, n_keep, governor_policy, setpoint_c). Saved pins go with an explicit
+    `--governor` too: applying one would switch the policy to pinned.
+    """
+    over = {k: k for k in saved if k in explicit}
+    if "governor_policy" in explicit:
+        over.update({k: "governor_policy" for k in saved if k in _PINS})
+    return over
+
+
+def describe_overrides(saved: dict[str, Any], over: dict[str, str], config: DaemonConfig) -> dict[str, str]:
+    """For the log: each overridden saved field, its saved value and the flag kept instead."""
+    flags = {k: f"{setting_field(by).metadata['flag']} {config.setting(by)}" for k, by in over.items()}
+    return {k: f"saved {saved[k]}, kept {flags[k]} (given on the command line)" for k in over}
 
 
 def to_dict(change: ConfigUpdate) -> dict[str, Any]:
@@ -80,13 +102,12 @@ class SavedSettings:
             return {}
         return value if isinstance(value, dict) else {}
 
-    def load(self) -> ConfigUpdate | None:
-        """The saved update to apply at start, or None (no file, or one that does not parse)."""
-        saved = self.read()
-        if not saved:
+    def load(self, fields: dict[str, Any]) -> ConfigUpdate | None:
+        """The update saved FIELDS (read() less any overridden) describe, or None (none, or malformed)."""
+        if not fields:
             return None
         try:
-            return from_dict(saved)
+            return from_dict(fields)
         except (TypeError, ValueError) as err:
             log.warning("saved_settings_ignored", path=str(self.path), reason=str(err))
             return None

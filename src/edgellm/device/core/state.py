@@ -77,6 +77,16 @@ class ModelEntry:
 
 
 @dataclass(frozen=True)
+class SettingRestore:
+    """One setting `config reset` put back to its startup value, or could not (`not_restored` says why)."""
+
+    name: str  # UpdateConfigRequest's name (threads, kv_window, ...), or "pins"
+    was: str
+    now: str
+    not_restored: str = ""
+
+
+@dataclass(frozen=True)
 class ConfigUpdate:
     """UpdateConfig: None leaves a field as it is. Validated whole before anything changes."""
 
@@ -84,7 +94,8 @@ class ConfigUpdate:
     kv_window: int | None = None
     n_keep: int | None = None
     governor: GovernorUpdate = field(default_factory=GovernorUpdate)
-    forget_saved: bool = False  # forget what earlier updates saved for restarts (core/saved_settings.py)
+    # forget what earlier updates saved for restarts (core/saved_settings.py) and put back the startup values
+    forget_saved: bool = False
 
     def settings(self) -> dict[str, object]:
         """The daemon settings (DaemonConfig names) this update sets, to check by their flags' types."""

@@ -132,3 +132,8 @@ class Tuner:
     def pin(self, threads: int) -> None:
         """An explicit thread count (UpdateConfig)."""
         self.tuning = replace(self.tuning, threads=threads, pinned=True)
+
+    def unpin(self) -> None:
+        """Choose by measurement again (`config reset` to a start without --threads): the next load
+        takes the cached pick for its artifact, or measures."""
+        self.tuned_for = ""

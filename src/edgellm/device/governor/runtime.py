@@ -97,6 +97,7 @@ class GovernorRuntime:
         self.actuators = self.platform.actuators()
         self.headroom_value: float | None = None
         self.config = config
+        self.startup_config = config  # what `reset` puts back
         self.threads = self.platform.ladder_threads(threads)
         self.period_s = period_s
         self._busy = False
@@ -333,6 +334,13 @@ class GovernorRuntime:
             setpoint_c=self.setpoint_c,
             pinned=change.pins,
         )
+
+    def reset(self) -> None:
+        """Back to the policy and setpoint it started with, unpinned (`edgellm config reset`)."""
+        self.config = self.startup_config
+        self._pinned = None
+        self._build()
+        log.info("governor_reset", policy=self.config.policy, setpoint_c=self.setpoint_c)
 
     def _pin(self, change: GovernorUpdate) -> Actuation:
         base = self._pinned or self.actuators.current or self.ladder[0]

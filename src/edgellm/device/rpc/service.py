@@ -65,8 +65,10 @@ class DeviceDaemonService(device_pb2_grpc.DeviceDaemonServicer):
         self, request: device_pb2.UpdateConfigRequest, context: Ctx
     ) -> device_pb2.DaemonStatus:
         """Change threads, governor policy/setpoint, pinned actuators or the KV window; return the status."""
-        await self.core.update(wire.config_update_from(request))
-        return wire.status_message(self.core.status())
+        restored = await self.core.update(wire.config_update_from(request))
+        status = wire.status_message(self.core.status())
+        status.restored.extend(wire.restore_message(r) for r in restored)
+        return status
 
     @server_stream
     async def StreamTelemetry(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from edgellm.common.proto_fields import copied
 from edgellm.device.constrain import Constraint, ConstraintKind
-from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, TelemetryFrame
+from edgellm.device.core.state import ConfigUpdate, DaemonState, EngineState, SettingRestore, TelemetryFrame
 from edgellm.device.decoding import FinishReason, Speculation
 from edgellm.device.generation import Delta, Event, GenerationJob, Stats
 from edgellm.device.governor.actuation import GovernorPolicy, ThermalPolicy
@@ -156,6 +156,11 @@ def artifact_status_message(st: StoreStatus) -> device_pb2.ArtifactStatus:
             for f in st.files
         ],
     )
+
+
+def restore_message(r: SettingRestore) -> device_pb2.SettingRestore:
+    """SettingRestore from the core's report of one setting `config reset` put back."""
+    return device_pb2.SettingRestore(name=r.name, was=r.was, now=r.now, not_restored=r.not_restored)
 
 
 def status_message(s: DaemonState) -> device_pb2.DaemonStatus:
