@@ -88,6 +88,32 @@ def readme_commands(text: str | None = None) -> list[Command]:
     return out
 
 
+def readme_python(text: str | None = None) -> list[str]:
+    """Every ```python block of the README, as written."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
+
+
+README_GATEWAY = "http://127.0.0.1:8080"  # the address the README's snippet uses (the default port)
+
+
+def run_snippet(walk: Walk, code: str, base: str) -> str:
+    """Run a README Python snippet as written, but for the gateway's address; return its stdout."""
+    assert README_GATEWAY in code, code
+    script = walk.work / "snippet.py"
+    script.write_text(code.replace(README_GATEWAY, base), encoding="utf-8")
+    r = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=walk.env,
+        cwd=walk.work,
+        timeout=300,
+    )
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    return r.stdout
+
+
 def edgellm_argv(cmd: Command) -> list[list[str]]:
     """The argument lists after `edgellm` in a line (pipes and && chains included)."""
     parts = re.split(r"\s*(?:\||&&)\s*", cmd.line)
@@ -354,6 +380,13 @@ def run_gateway(walk: Walk, cmd: Command) -> None:
         )
         assert "Paris" in (answer.choices[0].message.content or "")
         assert answer.usage is not None and answer.usage.completion_tokens > 0
+        # The README's streaming snippet, copied as is: the answer, then the usage, and no "None"
+        # (delta.content is None in the first and last chunks: it printed "...Paris.None").
+        (snippet,) = readme_python()
+        printed = run_snippet(walk, snippet, base)
+        answer_text, _, usage = printed.rstrip("\n").rpartition("\n")
+        assert "Paris" in answer_text and "None" not in answer_text, printed
+        assert usage.startswith("CompletionUsage(") and "completion_tokens=" in usage, printed
         metrics = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {key}"}, timeout=10).text
         assert "llamacpp:tokens_predicted_total" in metrics, metrics[:2000]
     finally:

@@ -30,12 +30,19 @@ async def test_deploy_reports_device_numbers(
     events: list[tuple[float, str]] = []
     try:
         result = await asyncio.to_thread(
-            deploy, default_artifact, f"127.0.0.1:{d.port}", lambda f, m: events.append((f, m)), "Hi", 8
+            deploy,
+            default_artifact,
+            f"127.0.0.1:{d.port}",
+            lambda f, m: events.append((f, m)),
+            max_new_tokens=8,
         )
     finally:
         await d.stop(0)
     assert result.load_ms > 0 and result.warmup_ms > 0
     assert result.ttft_ms > 0 and result.decode_tokens_per_second > 0
+    # The default trial prompt goes through the chat template: raw, the instruct model answered it
+    # with 0 tokens at 0 tok/s.
+    assert result.completion_tokens > 0 and result.sample.strip(), result
     assert result.bytes_sent == result.bytes_total
     fractions = [f for f, _ in events]
     assert all(b >= a - 1e-9 for a, b in itertools.pairwise(fractions))

@@ -7,11 +7,30 @@ from dataclasses import dataclass
 
 import grpc
 
-from edgellm.common.channel import ChannelSecurity, _security, handshake_failed, open_aio_channel, trusted_tls
+from edgellm.common.channel import (
+    DEFAULT_OPTIONS,
+    ChannelSecurity,
+    Options,
+    _security,
+    handshake_failed,
+    open_aio_channel,
+    trusted_tls,
+)
 from edgellm.common.pins import diagnose
 from edgellm.common.targets import resolve_target
 from edgellm.common.tls import ClientTls
 from edgellm.v1 import device_pb2_grpc
+
+# Why a short reconnect backoff: this channel lives as long as the gateway, and gRPC's default
+# backoff (1 s, x1.6 per failed attempt, up to 120 s) grew while a daemon was down, so after a 90 s
+# restart the gateway answered "not reachable" for 28 s more while a fresh CLI channel already
+# worked. Capped at 2 s, an attempt is one loopback (or adb-forwarded) connect every 2 s at most.
+RECONNECT_OPTIONS: Options = (
+    *DEFAULT_OPTIONS,
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+)
 
 
 @dataclass
@@ -42,7 +61,7 @@ def connect(target: str | None = None, security: ChannelSecurity | str | None = 
     """
     address = resolve_target(target)
     security = _security(security, address)
-    channel = open_aio_channel(address, security)
+    channel = open_aio_channel(address, security, RECONNECT_OPTIONS)
     stub: device_pb2_grpc.DeviceDaemonAsyncStub = device_pb2_grpc.DeviceDaemonStub(channel)
     trust = trusted_tls(security) if security.token is not None or security.tls is not None else None
     return AioDaemon(address, channel, stub, trust)

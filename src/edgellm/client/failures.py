@@ -13,9 +13,11 @@ from pathlib import Path
 
 import grpc
 
+from edgellm.client.whois import HOST_SERVICE as HOST_SERVICE
+from edgellm.client.whois import service_at
 from edgellm.common.auth import client_token
 from edgellm.common.channel import ChannelSecurity, handshake_failed, trusted_tls
-from edgellm.common.errors import EdgeError
+from edgellm.common.errors import EdgeError, InvalidArgument
 from edgellm.common.targets import DEFAULT_DAEMON_PORT, resolve_host_target, resolve_target
 from edgellm.common.tokens import TOKEN_ENV
 
@@ -49,14 +51,14 @@ class Peer:
     tls_pin: str | None = None
 
 
-HOST_SERVICE = "host service"
-
-
 def peer_of(ns: argparse.Namespace) -> Peer:
     """The service a parsed command talks to (commands for the host service set peer_kind)."""
     kind = getattr(ns, "peer_kind", "daemon")
     raw = getattr(ns, "target", None)
-    target = resolve_host_target(raw) if kind == HOST_SERVICE else resolve_target(raw)
+    try:
+        target = resolve_host_target(raw) if kind == HOST_SERVICE else resolve_target(raw)
+    except InvalidArgument:  # a URL or a bad port: the command itself reports it, naming the fix
+        target = str(raw)
     return Peer(kind, target, getattr(ns, "tls_ca", None), getattr(ns, "tls_pin", None))
 
 
@@ -73,6 +75,8 @@ def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
         return Failure(f"the {peer.kind} at {peer.target} did not answer in time ({details})", UNREACHABLE)
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return Failure(_unauthenticated(peer, details), FAILED)
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return Failure(_unimplemented(peer, details), BAD_INPUT)
     # The message is the service's own words; the gRPC code name (INVALID_ARGUMENT, …) means
     # nothing to a user, so it is shown only with --log-level DEBUG (and the exit status says it).
     shown = f"{details} [{name}]" if _debugging() else details
@@ -107,6 +111,29 @@ def _unreachable(peer: Peer, details: str) -> str:
     else:
         lines.append("  start it with `edgellm host` on that machine, or pass --target H:P")
     return "\n".join(lines)
+
+
+def _unimplemented(peer: Peer, details: str) -> str:
+    """The server does not have the method: most often the other edgellm service's port."""
+    security = ChannelSecurity.find(tls_ca=peer.tls_ca, tls_pin=peer.tls_pin, target=peer.target)
+    found = service_at(peer.target, security)
+    if found == HOST_SERVICE and peer.kind != HOST_SERVICE:
+        return (
+            f"{peer.target} is edgellm's host service, not a daemon: use `edgellm jobs ...` with it, "
+            "or give --target the daemon's address (`edgellm daemon` listens on 127.0.0.1:50051)"
+        )
+    if found is not None and found != peer.kind:
+        return (
+            f"{peer.target} is an edgellm daemon, not the host service: use `edgellm status`, "
+            "`generate` and the other daemon commands with it, or give `edgellm jobs --target` the "
+            "host service's address (`edgellm host` listens on 127.0.0.1:50052)"
+        )
+    if found is not None:
+        return (
+            f"the {peer.kind} at {peer.target} is older than this client and lacks this call "
+            f"({details}): update it"
+        )
+    return f"the server at {peer.target} does not know this call ({details}): is it an edgellm {peer.kind}?"
 
 
 def _no_token(peer: Peer) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgellm.common.errors import FailedPrecondition
+from edgellm.common.errors import FailedPrecondition, InvalidArgument
 
 INSTALL_HINT = "pip install 'edgellm[plot]'"
 
@@ -16,6 +16,22 @@ def require_matplotlib() -> None:
     """Refuse (FailedPrecondition) when matplotlib is missing: the `plot` extra, not on the phone."""
     if importlib.util.find_spec("matplotlib") is None:
         raise FailedPrecondition(f"--plot needs matplotlib, which is not installed: {INSTALL_HINT}")
+
+
+def plot_path(out: Path) -> Path:
+    """The file a plot to OUT is written to, checked before any work: `.png` added to a name
+    without a suffix (what matplotlib's savefig writes); InvalidArgument for a type it cannot write."""
+    require_matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = out.suffix.lower().removeprefix(".")
+    if not suffix:
+        return out.with_name(out.name + ".png")
+    if suffix not in FigureCanvasBase.get_supported_filetypes():
+        raise InvalidArgument(
+            f"--plot {out}: matplotlib cannot write .{suffix} files; name the image .png (or .svg, .pdf)"
+        )
+    return out
 
 
 @dataclass

@@ -3,6 +3,9 @@
 The daemon renders plain chats with MNN's C++ jinja, which takes (role, content) pairs only; the
 gateway renders conversations with tools itself (transformers' semantics, gateway/tools/template.py)
 and needs the template's source for that: `ArtifactInfo.chat_template` carries it.
+`has_chat_template` tells a client whether the artifact is chat-tuned (a chat-tuned model completing
+raw text often ends at once: SmolLM2-135M-Instruct gives "What is the capital of France?" 0 tokens
+raw and "The capital of France is Paris." as a user message).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from edgellm.common.logs import get_logger
 from edgellm.engine.artifact import Artifact
@@ -60,3 +64,27 @@ def _template(jinja: dict[str, object], artifact_id: str) -> ChatTemplate | None
         return None
     bos, eos = jinja.get("bos"), jinja.get("eos")
     return ChatTemplate(source, bos if isinstance(bos, str) else "", eos if isinstance(eos, str) else "")
+
+
+@functools.lru_cache(maxsize=64)
+def has_chat_template(artifact_dir: Path, artifact_id: str = "") -> bool:
+    """True when the MNN config (or the llm_config.json it merges) holds a non-empty chat template.
+
+    Cached per directory and artifact id (its manifest's sha256): GetStatus asks once a second
+    for the gateway's telemetry, and an artifact's files do not change under one id.
+    """
+    config = _read_json(artifact_dir / MNN_CONFIG)
+    name = config.get("llm_config", LLM_CONFIG)
+    merged = {**(_read_json(artifact_dir / name) if isinstance(name, str) else {}), **config}
+    jinja = merged.get("jinja")
+    template = jinja.get("chat_template") if isinstance(jinja, dict) else None
+    return any(isinstance(t, str) and t.strip() for t in (template, merged.get("prompt_template")))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from path; {} when it is missing or not an object (open_artifact checks files)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from edgellm.common.proto_fields import copied
 from edgellm.engine.artifact import Artifact
-from edgellm.engine.chat_template import chat_template
+from edgellm.engine.chat_template import chat_template, has_chat_template
 from edgellm.v1 import common_pb2
 
 
@@ -20,6 +20,7 @@ def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
         size_bytes=m.size_bytes,
         files=[common_pb2.ArtifactFile(path=f.path, size=f.size, sha256=f.sha256) for f in m.files],
         loaded=loaded,
+        chat_tuned=has_chat_template(artifact.path, artifact.artifact_id),
     )
     if m.sampling is not None:
         info.sampling_defaults.CopyFrom(copied(common_pb2.SamplingDefaults, m.sampling))

@@ -81,18 +81,27 @@ class DeviceCollector(Collector):
         self.watch = watch
 
     def collect(self) -> Iterator[Metric]:
-        """Metrics from the cached telemetry; only `edgellm_device_up` when there is none yet."""
+        """Metrics from fresh telemetry; while it is not (the daemon is down or restarting) only
+        `edgellm_device_up 0`, the cached sample's age and `edgellm_model_loaded 0`.
+
+        Why nothing else then: the last sample's gauges beside `device_up 0` said a model was
+        loaded (and a temperature, a state) on a daemon nobody could reach.
+        """
         w = self.watch
-        yield _gauge("edgellm_device_up", "1 while the daemon's telemetry is fresh.", 1.0 if w.fresh else 0.0)
+        fresh = w.fresh
+        yield _gauge("edgellm_device_up", "1 while the daemon's telemetry is fresh.", 1.0 if fresh else 0.0)
         if w.sample is not None:
             yield _gauge(
                 "edgellm_device_telemetry_age_seconds",
                 "Age of the cached sample.",
                 time.monotonic() - w.updated,
             )
+        if fresh and w.sample is not None:
             yield from _sample_metrics(w.sample)
-        if w.status is not None:
+        if fresh and w.status is not None:
             yield from _status_metrics(w.status)
+        else:
+            yield _model_loaded(False)
 
 
 def _sample_metrics(s: device_pb2.TelemetrySample) -> Iterator[Metric]:
@@ -157,9 +166,13 @@ def _frequencies(s: device_pb2.TelemetrySample) -> Iterator[Metric]:
     for c in s.cores:
         k, m = clusters.get(c.cluster, (0, 0))
         clusters[c.cluster] = (max(k, c.cur_khz), max(m, c.max_khz))
+    # A clock the device could not read is 0 on the wire: absent here, as Prometheus means
+    # "unknown" (a 0 Hz series read as a stopped core; the CLI shows n/a for the same sample).
     for cluster, (khz, max_khz) in sorted(clusters.items()):
-        cur.add_metric([str(cluster)], khz * 1000.0)
-        top.add_metric([str(cluster)], max_khz * 1000.0)
+        if khz:
+            cur.add_metric([str(cluster)], khz * 1000.0)
+        if max_khz:
+            top.add_metric([str(cluster)], max_khz * 1000.0)
     yield cur
     yield top
 
@@ -208,6 +221,10 @@ def _capacity(g: device_pb2.GovernorState) -> Iterator[Metric]:
     )
 
 
+def _model_loaded(loaded: bool) -> GaugeMetricFamily:
+    return _gauge("edgellm_model_loaded", "1 while a model is loaded.", 1.0 if loaded else 0.0)
+
+
 def _status_metrics(st: device_pb2.DaemonStatus) -> Iterator[Metric]:
     yield _gauge("edgellm_daemon_queue_depth", "Requests waiting on the device.", st.queue_depth)
     yield _gauge("edgellm_daemon_queue_capacity", "The device queue's capacity.", st.queue_capacity)
@@ -216,7 +233,7 @@ def _status_metrics(st: device_pb2.DaemonStatus) -> Iterator[Metric]:
     served.add_metric([], st.requests_served)
     yield served
     loaded = st.HasField("model")
-    yield _gauge("edgellm_model_loaded", "1 while a model is loaded.", 1.0 if loaded else 0.0)
+    yield _model_loaded(loaded)
     if loaded:
         labels = {
             "name": st.model.name,

@@ -195,4 +195,10 @@ def _short(code: grpc.StatusCode, details: str) -> str:
             "the server on the device daemon's port is not the daemon this gateway trusts (its TLS "
             "certificate did not match), so the gateway sent it nothing"
         )
+    if code == grpc.StatusCode.UNAVAILABLE and "refused" in details.lower():
+        return (
+            "the device daemon is not reachable: nothing listens on its port (stopped, restarting, "
+            "or `adb forward` is gone); check that it runs (`edgellm status`). The gateway retries "
+            "every 2 s"
+        )
     return _SHORT.get(code, "the device daemon failed to answer")

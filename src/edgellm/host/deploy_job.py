@@ -13,7 +13,7 @@ from pathlib import Path
 from edgellm.common.channel import open_channel
 from edgellm.common.pusher import Pusher, PushProgress
 from edgellm.common.targets import resolve_target
-from edgellm.v1 import device_pb2, device_pb2_grpc, host_pb2
+from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc, host_pb2
 
 Progress = Callable[[float, str], None]
 PUSH_SHARE = 0.8  # fraction of the job's progress bar the push takes
@@ -28,12 +28,24 @@ def push_message(p: PushProgress) -> str:
     )
 
 
+def trial_request(prompt: str, max_new_tokens: int, chat: bool) -> device_pb2.GenerateRequest:
+    """The trial's greedy request: the prompt as a user message for a model with a chat template.
+
+    Why: a chat-tuned model ends a raw completion at once, and the trial then reported 0 tokens at
+    0 tok/s (SmolLM2-135M-Instruct, "Write one sentence about the sea.").
+    """
+    if chat:
+        messages = [common_pb2.ChatMessage(role="user", content=prompt)]
+        return device_pb2.GenerateRequest(messages=messages, max_new_tokens=max_new_tokens)
+    return device_pb2.GenerateRequest(prompt=prompt, max_new_tokens=max_new_tokens)
+
+
 def try_generation(
-    stub: device_pb2_grpc.DeviceDaemonStub, prompt: str, max_new_tokens: int
+    stub: device_pb2_grpc.DeviceDaemonStub, prompt: str, max_new_tokens: int, chat: bool = False
 ) -> tuple[str, device_pb2.GenerateStats | None]:
     """The text of one greedy generation and the device's stats for it."""
     text, stats = "", None
-    for response in stub.Generate(device_pb2.GenerateRequest(prompt=prompt, max_new_tokens=max_new_tokens)):
+    for response in stub.Generate(trial_request(prompt, max_new_tokens, chat)):
         text += response.text
         if response.finish_reason:
             stats = response.stats
@@ -63,7 +75,7 @@ def deploy(
         progress(PUSH_SHARE, "loading the model on the device")
         loaded = stub.LoadModel(device_pb2.LoadModelRequest(model=report.artifact_id))
         progress(0.9, f"loaded in {loaded.load_ms:.0f} ms (warm-up {loaded.warmup_ms:.0f} ms); generating")
-        sample, stats = try_generation(stub, prompt, max_new_tokens)
+        sample, stats = try_generation(stub, prompt, max_new_tokens, loaded.model.chat_tuned)
     result = host_pb2.DeployResult(
         artifact_id=report.artifact_id,
         bytes_total=report.bytes_total,

@@ -128,6 +128,7 @@ class ArtifactInfo(_message.Message):
     MANIFEST_JSON_FIELD_NUMBER: _builtins.int
     SAMPLING_DEFAULTS_FIELD_NUMBER: _builtins.int
     CHAT_TEMPLATE_FIELD_NUMBER: _builtins.int
+    CHAT_TUNED_FIELD_NUMBER: _builtins.int
     artifact_id: _builtins.str
     """sha256 of manifest.json"""
     name: _builtins.str
@@ -137,6 +138,10 @@ class ArtifactInfo(_message.Message):
     size_bytes: _builtins.int
     loaded: _builtins.bool
     manifest_json: _builtins.str
+    chat_tuned: _builtins.bool
+    """The artifact carries a chat template (a chat-tuned model): clients send a prompt as a user
+    message unless told to complete raw text. False from daemons older than the field.
+    """
     @_builtins.property
     def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArtifactFile]: ...
     @_builtins.property
@@ -162,10 +167,11 @@ class ArtifactInfo(_message.Message):
         manifest_json: _builtins.str = ...,
         sampling_defaults: Global___SamplingDefaults | None = ...,
         chat_template: Global___ChatTemplate | None = ...,
+        chat_tuned: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["chat_template", b"chat_template", "sampling_defaults", b"sampling_defaults"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact_id", b"artifact_id", "chat_template", b"chat_template", "files", b"files", "loaded", b"loaded", "manifest_json", b"manifest_json", "name", b"name", "quantization", b"quantization", "sampling_defaults", b"sampling_defaults", "size_bytes", b"size_bytes", "source_model", b"source_model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifact_id", b"artifact_id", "chat_template", b"chat_template", "chat_tuned", b"chat_tuned", "files", b"files", "loaded", b"loaded", "manifest_json", b"manifest_json", "name", b"name", "quantization", b"quantization", "sampling_defaults", b"sampling_defaults", "size_bytes", b"size_bytes", "source_model", b"source_model"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

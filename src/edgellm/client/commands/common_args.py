@@ -15,6 +15,7 @@ from edgellm.client.params import SPECULATION, Constraint, GenerateParams
 from edgellm.client.sampling import RECOMMENDED, for_model
 from edgellm.common.argtypes import float_in, non_negative_int, positive_int
 from edgellm.common.errors import InvalidArgument
+from edgellm.v1 import common_pb2
 
 # The sampling options whose default is the loaded model's (params_from_args fills them in).
 MODEL_DEFAULTED = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty")
@@ -136,8 +137,8 @@ def _given(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def model_defaults(client: DaemonClient) -> GenerateParams:
-    """The loaded model's sampling defaults, asked of the daemon (RECOMMENDED when it reports none).
+def loaded_model(client: DaemonClient) -> common_pb2.ArtifactInfo | None:
+    """The daemon's loaded model (None when none is loaded or GetStatus fails).
 
     Why a failed GetStatus is not an error here: the Generate call that follows fails the same
     way and reports it with the command's own message.
@@ -145,8 +146,13 @@ def model_defaults(client: DaemonClient) -> GenerateParams:
     try:
         status = client.status()
     except grpc.RpcError:
-        return RECOMMENDED
-    return for_model(status.model if status.HasField("model") else None)
+        return None
+    return status.model if status.HasField("model") else None
+
+
+def model_defaults(client: DaemonClient) -> GenerateParams:
+    """The loaded model's sampling defaults, asked of the daemon (RECOMMENDED when it reports none)."""
+    return for_model(loaded_model(client))
 
 
 def read_text_arg(value: str | None, file: Path | None, what: str = "prompt") -> str:

@@ -13,7 +13,7 @@ from edgellm.client.client import finish_reason_name
 from edgellm.client.commands.common_args import (
     add_sampling,
     add_window,
-    model_defaults,
+    loaded_model,
     params_from_args,
     read_text_arg,
 )
@@ -21,8 +21,9 @@ from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.failures import FAILED, OK
 from edgellm.client.params import Constraint, GenerateParams
 from edgellm.client.prefill_notice import PrefillNotice
+from edgellm.client.sampling import for_model
 from edgellm.common.errors import InvalidArgument
-from edgellm.v1 import device_pb2
+from edgellm.v1 import common_pb2, device_pb2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,8 +32,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_target(p)
     add_sampling(p)
     add_window(p)
-    p.add_argument(
-        "--chat", action="store_true", help="send the prompt as a user message (the model's chat template)"
+    form = p.add_mutually_exclusive_group()
+    form.add_argument(
+        "--chat",
+        action="store_true",
+        help="send the prompt as a user message through the model's chat template (the default "
+        "when the loaded model has one)",
+    )
+    form.add_argument(
+        "--raw",
+        "--no-chat",
+        dest="raw",
+        action="store_true",
+        help="complete the prompt as raw text, without the chat template (the default for a model "
+        "without one)",
     )
     p.add_argument(
         "--system",
@@ -104,9 +117,12 @@ def cut_short(constraint: Constraint | None, max_new_tokens: int) -> str:
 def run(ns: argparse.Namespace) -> int:
     """Stream one generation to stdout; the summary goes to stderr.
 
-    Exit status 1 when a constrained answer ran out of tokens: what was printed is not valid.
+    Exit status 1 when a constrained answer ran out of tokens (what was printed is not valid), or
+    when the answer is empty (stderr says why and what to pass).
     """
     constraint = constraint_from(ns)
+    if ns.raw and ns.system is not None:
+        raise InvalidArgument("--system is a chat message: drop --raw (or --system)")
     text = read_text_arg(ns.prompt, ns.prompt_file)
     out = sys.stdout
     wrote = False
@@ -114,7 +130,9 @@ def run(ns: argparse.Namespace) -> int:
     tokens = 0
     try:
         with client_from(ns) as client, PrefillNotice(len(text)) as notice:
-            request = _params(ns, text, constraint, model_defaults(client)).to_proto()
+            model = loaded_model(client)
+            chat = as_chat(ns, model)
+            request = _params(ns, text, chat, constraint, for_model(model)).to_proto()
             start = time.perf_counter()
             first: float | None = None
             for response in client.stream(request):
@@ -126,9 +144,10 @@ def run(ns: argparse.Namespace) -> int:
                     out.write(response.text)
                     out.flush()
                 if response.finish_reason:
-                    out.write("\n")
+                    out.write("\n" if first is not None else "")  # an empty answer prints nothing
                     wrote = False
                     status = _finished(ns, response, first, constraint)
+                    status = _empty(response, chat, model) or status
     except KeyboardInterrupt:
         _end_line(out, wrote)  # the answer's line first, then the note, on a shared terminal
         wrote = False
@@ -146,11 +165,23 @@ def _end_line(out: TextIO, wrote: bool) -> None:
         out.flush()
 
 
+def as_chat(ns: argparse.Namespace, model: common_pb2.ArtifactInfo | None) -> bool:
+    """Whether the prompt goes as a chat message: --chat/--system, else unless --raw, when the
+    loaded model has a chat template (a chat-tuned model ends most raw completions at once)."""
+    if ns.raw:
+        return False
+    return ns.chat or ns.system is not None or (model is not None and model.chat_tuned)
+
+
 def _params(
-    ns: argparse.Namespace, text: str, constraint: Constraint | None, defaults: GenerateParams
+    ns: argparse.Namespace,
+    text: str,
+    chat: bool,
+    constraint: Constraint | None,
+    defaults: GenerateParams,
 ) -> GenerateParams:
-    """The prompt (or, with --chat/--system, the chat messages) and the options' parameters."""
-    if ns.chat or ns.system is not None:
+    """The prompt (or, as chat, the chat messages) and the options' parameters."""
+    if chat:
         # A chat message is stripped like a chat turn (`edgellm chat` sends lines without their ends).
         messages = ((("system", ns.system),) if ns.system else ()) + (("user", text.strip()),)
         return params_from_args(ns, messages=messages, constraint=constraint, defaults=defaults)
@@ -177,3 +208,25 @@ def _finished(
         sys.stderr.write(cut_short(constraint, ns.max_new_tokens))
         return FAILED
     return OK
+
+
+def _empty(response: device_pb2.GenerateResponse, chat: bool, model: common_pb2.ArtifactInfo | None) -> int:
+    """FAILED, with why and what to pass, when the answer has no token; OK otherwise."""
+    if response.stats.completion_tokens or response.finish_reason != device_pb2.FINISH_REASON_STOP:
+        return OK
+    sys.stderr.write(
+        f"edgellm generate: the model ended its answer at once (0 tokens): {empty_hint(chat, model)}\n"
+    )
+    return FAILED
+
+
+def empty_hint(chat: bool, model: common_pb2.ArtifactInfo | None) -> str:
+    """What to change after an empty answer, for the form the prompt was sent in."""
+    if chat:
+        return "rephrase the prompt, or sample more freely (--temperature 0.7)"
+    if model is not None and model.chat_tuned:
+        return f"{model.name or 'the model'} is chat-tuned and ends raw completions; drop --raw"
+    return (
+        "a chat-tuned model ends raw completions; pass --chat, or end the prompt where the answer "
+        "should start"
+    )

@@ -20,11 +20,12 @@ from edgellm.client.client import DaemonClient
 from edgellm.client.connect_args import add_target, client_from
 from edgellm.client.failures import INTERRUPTED, OK
 from edgellm.client.jsonout import message_dict
-from edgellm.client.plot import Trace, plot_traces, require_matplotlib
+from edgellm.client.plot import Trace, plot_path, plot_traces
 from edgellm.common.argtypes import int_in, non_negative_int
 from edgellm.common.errors import FailedPrecondition, InvalidArgument
 from edgellm.v1 import device_pb2
 
+PLOT_SAMPLES = 60  # --plot without --record or --samples: a minute at the default interval
 CLEAR = "\x1b[2J\x1b[H"  # ANSI: clear the screen, cursor home (only ever written to a terminal)
 
 
@@ -50,7 +51,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--interval-ms", type=int_in(50), default=1000, help="time between samples")
     p.add_argument(
-        "--samples", type=non_negative_int, default=0, help="stop after N samples (0 = until Ctrl-C)"
+        "--samples",
+        type=non_negative_int,
+        default=None,
+        help=f"stop after N samples; 0 = until Ctrl-C (default: {PLOT_SAMPLES} for --plot alone, until "
+        "Ctrl-C for --watch and --record, else 1)",
     )
     p.set_defaults(handler=run)
 
@@ -195,7 +200,7 @@ class _Sink:
 def run(ns: argparse.Namespace) -> int:
     """Stream samples in the chosen mode."""
     if ns.plot is not None:
-        require_matplotlib()  # before any sampling: a recording that cannot be drawn is time lost
+        ns.plot = plot_path(ns.plot)  # before any sampling: a recording that cannot be drawn is time lost
     if ns.source is not None:
         return _plot_recording(ns)
     recording = ns.record is not None or ns.plot is not None
@@ -223,16 +228,37 @@ def _stream(
     ns: argparse.Namespace, recording: bool, interrupt: Interrupt
 ) -> tuple[list[dict[str, Any]], str]:
     """Read samples into the chosen sink until the limit (or Ctrl-C); the samples kept and the target."""
-    limit = ns.samples if (ns.watch or recording or ns.samples) else 1
+    limit = sample_limit(ns)
     with contextlib.ExitStack() as stack:
         record = stack.enter_context(ns.record.open("a", encoding="utf-8")) if ns.record else None
         client = stack.enter_context(client_from(ns))
         sink = _Sink(ns, limit, record)
-        if recording and not limit:
-            sys.stderr.write("recording; Ctrl-C to stop\n")
+        if recording:
+            sys.stderr.write(sampling_note(limit, ns.interval_ms, client.target))
         for s in _samples(client, ns.interval_ms, limit, interrupt):
             sink.write(s)
     return sink.kept, client.target
+
+
+def sample_limit(ns: argparse.Namespace) -> int:
+    """How many samples to read (0 = until Ctrl-C): --samples, else PLOT_SAMPLES for --plot alone,
+    until Ctrl-C for --watch/--record, else one."""
+    if ns.samples is None and ns.plot is not None and ns.record is None:
+        return PLOT_SAMPLES
+    if ns.samples:
+        return int(ns.samples)
+    return 0 if (ns.watch or ns.record is not None or ns.plot is not None) else 1
+
+
+def sampling_note(limit: int, interval_ms: int, target: str) -> str:
+    """The stderr line that says a recording is under way, how long it takes and how to end it."""
+    if not limit:
+        return f"sampling {target} every {interval_ms} ms until Ctrl-C\n"
+    seconds = limit * interval_ms / 1000
+    return (
+        f"sampling {target}: {limit} samples every {interval_ms} ms (about {seconds:.0f} s; "
+        "Ctrl-C stops early and keeps what was read)\n"
+    )
 
 
 def _plot_kept(kept: list[dict[str, Any]], png: Path, title: str) -> None:
