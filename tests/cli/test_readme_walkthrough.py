@@ -100,7 +100,8 @@ README_GATEWAY = "http://127.0.0.1:8080"  # the address the README's snippet use
 def run_snippet(walk: Walk, code: str, base: str) -> str:
     """Run a README Python snippet as written, but for the gateway's address; return its stdout."""
     assert README_GATEWAY in code, code
-    script = walk.work / "snippet.py"
+    # The copy lives in the walk's TMPDIR: the working directory must stay as the README leaves it.
+    script = Path(walk.env["TMPDIR"]) / "snippet.py"
     script.write_text(code.replace(README_GATEWAY, base), encoding="utf-8")
     r = subprocess.run(
         [sys.executable, str(script)],
