@@ -83,19 +83,21 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 
 TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
-# The family -> (its template file, bos, eos, the special tokens its template emits). The llama
-# family keeps SmolLM2's own ChatML template (SmolLM2 is a llama).
+# The family -> (its template file, bos, eos, the special tokens its template emits, and its call
+# tags where the real tokenizer has them as one token: Qwen's <tool_call>, Mistral v0.3's
+# [TOOL_CALLS], Llama-3.1's <|python_tag|>). The llama family keeps SmolLM2's own ChatML template
+# (SmolLM2 is a llama).
 CHAT: dict[str, tuple[str | None, str | None, str | None, tuple[str, ...]]] = {
     "llama": (None, None, None, ()),
     "llama3": (
         "llama3",
         "<|begin_of_text|>",
         "<|eot_id|>",
-        ("<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|end_of_text|>"),
+        ("<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|end_of_text|>", "<|python_tag|>"),
     ),
-    "mistral": ("mistral", "<s>", "</s>", ("[INST]", "[/INST]")),
-    "qwen2": ("qwen2", None, "<|im_end|>", ()),
-    "qwen3": ("qwen3", None, "<|im_end|>", ("<think>", "</think>")),
+    "mistral": ("mistral", "<s>", "</s>", ("[INST]", "[/INST]", "[TOOL_CALLS]")),
+    "qwen2": ("qwen2", None, "<|im_end|>", ("<tool_call>", "</tool_call>")),
+    "qwen3": ("qwen3", None, "<|im_end|>", ("<think>", "</think>", "<tool_call>", "</tool_call>")),
     "gemma2": ("gemma2", "<bos>", "<eos>", ("<start_of_turn>", "<end_of_turn>")),
     "gemma3_text": ("gemma3_text", "<bos>", "<eos>", ("<start_of_turn>", "<end_of_turn>")),
     "phi3": ("phi3", None, "<|endoftext|>", ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")),

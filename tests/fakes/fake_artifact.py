@@ -1,7 +1,8 @@
 """A fake artifact directory: a schema-2 manifest, an empty MNN config and a tiny byte-level token table.
 
 It holds no weights: only `FakeEngine` can "load" it. Its vocabulary is three ChatML specials,
-the 256 single bytes (so any text encodes) and a few whole words.
+the 256 single bytes (so any text encodes) and a few whole words; optionally more special tokens
+after those (`added`: a model's call tags, such as Mistral's `[TOOL_CALLS]`).
 """
 
 from __future__ import annotations
@@ -31,16 +32,19 @@ END_OF_TEXT, IM_START, IM_END = 0, 1, 2
 STOP_IDS = (END_OF_TEXT, IM_END)
 
 
-def write_hf_tokenizer(path: Path) -> None:
-    """A byte-level tokenizers JSON for the fake vocabulary (llguidance reads only its token bytes)."""
+def write_hf_tokenizer(path: Path, added: tuple[str, ...] = ()) -> None:
+    """A byte-level tokenizers JSON for the fake vocabulary (llguidance reads only its token bytes)
+    with ADDED special tokens after it."""
     byte_char = {b: ch for ch, b in _byte_decoder().items()}
     vocab = {"".join(byte_char[b] for b in piece): i for i, piece in enumerate(PIECES)}
-    for i, special in enumerate(SPECIALS):  # specials are literal text, not byte-level spellings
-        vocab[special.decode()] = i
+    specials = (*(s.decode() for s in SPECIALS), *added)
+    ids = (*range(len(SPECIALS)), *range(len(PIECES), len(PIECES) + len(added)))
+    for i, special in zip(ids, specials, strict=True):  # specials are literal text, not byte-level
+        vocab[special] = i
     tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = tokenizers.decoders.ByteLevel()
-    tok.add_special_tokens([tokenizers.AddedToken(s.decode(), special=True) for s in SPECIALS])
+    tok.add_special_tokens([tokenizers.AddedToken(s, special=True) for s in specials])
     path.write_text(tok.to_str(), encoding="utf-8")
 
 
@@ -52,28 +56,31 @@ def write_fake_artifact(
     hf_tokenizer: bool = False,
     sampling: SamplingDefaults | None = None,
     chat_template: dict[str, str] | None = None,
+    added: tuple[str, ...] = (),
 ) -> Path:
     """Write the fake artifact into `root` (created), with `runtime` as its MNN settings; return it.
 
     With `hf_tokenizer` it carries tokenizer.json too, as artifacts built for constrained output do;
     `sampling` is the model's recorded sampling defaults (None: none, as before they were recorded);
-    `chat_template` is llm_config.json's `jinja` ({"chat_template", "bos", "eos"}) as llmexport writes it.
+    `chat_template` is llm_config.json's `jinja` ({"chat_template", "bos", "eos"}) as llmexport writes it;
+    `added` are special tokens after the fake vocabulary (ids len(PIECES), ...).
     """
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text("{}\n")
-    write_token_table(PIECES, root / TOKEN_TABLE)
+    pieces = (*PIECES, *(a.encode() for a in added))
+    write_token_table(pieces, root / TOKEN_TABLE)
     names = ["config.json", TOKEN_TABLE]
     if chat_template is not None:
         (root / "llm_config.json").write_text(json.dumps({"jinja": chat_template}), encoding="utf-8")
         names.append("llm_config.json")
     if hf_tokenizer:
-        write_hf_tokenizer(root / HF_TOKENIZER)
+        write_hf_tokenizer(root / HF_TOKENIZER, added)
         names.append(HF_TOKENIZER)
     files = {rel: (root / rel).read_bytes() for rel in names}
     # A tiny model shape, so memory admission and KV sizing have numbers to work with.
     shape = ModelShape(
         architecture="llama",
-        vocab_size=len(PIECES),
+        vocab_size=len(pieces),
         hidden_size=64,
         intermediate_size=128,
         num_layers=2,
@@ -90,7 +97,7 @@ def write_fake_artifact(
         source=replace(base.source, name="fake (tests/fakes)"),
         model=shape,
         tokenizer=Tokenizer(
-            TOKEN_TABLE, "tokenizer.mtok", STOP_IDS, len(PIECES), HF_TOKENIZER if hf_tokenizer else None
+            TOKEN_TABLE, "tokenizer.mtok", STOP_IDS, len(pieces), HF_TOKENIZER if hf_tokenizer else None
         ),
         runtime=runtime or Runtime(),
         sampling=sampling,

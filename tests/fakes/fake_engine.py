@@ -21,7 +21,7 @@ from edgellm.common.token_table import TokenTable
 from edgellm.engine.artifact import Artifact
 from edgellm.engine.base import Logits
 from edgellm.engine.config import EngineConfig
-from tests.fakes.fake_artifact import IM_END, PIECES
+from tests.fakes.fake_artifact import IM_END
 
 DEFAULT_REPLY = " The capital of France is Paris."
 PEAK = 4.0  # the scripted token's logit; every other token's is 0 (so sampling varies with the seed)
@@ -46,7 +46,7 @@ class FakeEngine:
         self.stop_ids = artifact.stop_token_ids
         self.context_length = artifact.context_length
         self._ids = {self.tokens.bytes_of(i): i for i in range(len(self.tokens))}
-        self._longest = max(len(p) for p in PIECES)
+        self._longest = max(len(p) for p in self._ids)
         self.reply = self.encode(reply)
         self.endless = endless
         self.step_s = step_s  # simulated compute per forward (releases the GIL, like MNN)

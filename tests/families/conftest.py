@@ -10,12 +10,16 @@ reuses the same two artifacts; `seconds` records each step's wall time for the r
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from edgellm.common.manifest import ArtifactManifest
+from edgellm.device.config import DaemonConfig
+from edgellm.device.rpc.server import RunningDaemon, start_server
 from tests.tiny_families import build_tiny
 
 # GPTQ on a few short samples: the tiny model needs no more, and each sample costs a forward per layer.
@@ -72,3 +76,12 @@ def _build(family: str, root: Path) -> FamilyBuild:
         manifests={"convert": converted, "gptq": gptq.manifest},
         seconds={k: round(v, 1) for k, v in seconds.items()},
     )
+
+
+@pytest_asyncio.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
+    """A real daemon (MNN engine) with no model, on port 0."""
+    config = DaemonConfig.of(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, insecure_loopback=True)
+    running = await start_server(config)
+    yield running
+    await running.stop(0)

@@ -19,17 +19,13 @@ runs by default (its fused qkv/gate_up take the most family-specific code); the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import grpc
 import pytest
-import pytest_asyncio
 
 from edgellm.cli import main
 from edgellm.common.channel import ChannelSecurity
-from edgellm.device.config import DaemonConfig
-from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon
 from edgellm.host.convert.chat_template import CONVERSATIONS, reference_ids
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 from tests.families.conftest import FamilyBuild, family_build
@@ -48,15 +44,6 @@ def build(family: str, tmp_path_factory: pytest.TempPathFactory) -> FamilyBuild:
     built = family_build(family, tmp_path_factory)
     print(f"{family}: seconds {built.seconds}")
     return built
-
-
-@pytest_asyncio.fixture
-async def daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
-    """A real daemon (MNN engine) with no model, on port 0."""
-    config = DaemonConfig.of(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, insecure_loopback=True)
-    running = await start_server(config)
-    yield running
-    await running.stop(0)
 
 
 @pytest.mark.parametrize("family", CASES)

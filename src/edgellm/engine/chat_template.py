@@ -2,7 +2,9 @@
 
 The daemon renders plain chats with MNN's C++ jinja, which takes (role, content) pairs only; the
 gateway renders conversations with tools itself (transformers' semantics, gateway/tools/template.py)
-and needs the template's source for that: `ArtifactInfo.chat_template` carries it.
+and needs the template's source for that: `ArtifactInfo.chat_template` carries it, with the
+vocabulary's single tokens the template names (`tokens`), so the gateway's tool grammar can write a
+call tag such as Mistral's `[TOOL_CALLS]` as the one token the model was trained to emit.
 `has_chat_template` tells a client whether the artifact is chat-tuned (a chat-tuned model completing
 raw text often ends at once: SmolLM2-135M-Instruct gives "What is the capital of France?" 0 tokens
 raw and "The capital of France is Paris." as a user message).
@@ -12,11 +14,13 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from edgellm.common.logs import get_logger
+from edgellm.common.token_table import TokenTable
 from edgellm.engine.artifact import Artifact
 from edgellm.engine.mnn_paths import MNN_CONFIG
 
@@ -24,6 +28,8 @@ log = get_logger(__name__)
 LLM_CONFIG = "llm_config.json"
 # Why a cap: the template travels in every GetStatus; real ones are 1-10 KiB (Llama-3.1's ~5 KiB).
 MAX_TEMPLATE_CHARS = 64 * 1024
+# Why a cap: the tokens travel in every GetStatus too; a template names a handful (Qwen2.5's 6).
+MAX_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -33,12 +39,42 @@ class ChatTemplate:
     source: str
     bos_token: str = ""
     eos_token: str = ""
+    # text -> id of each single (added) token the template names: see `named_tokens`
+    tokens: MappingProxyType[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def chat_template(artifact: Artifact) -> ChatTemplate | None:
     """The artifact's template (config.json's `jinja` over llm_config.json's, as MNN merges them)."""
     listed = frozenset(f.path for f in artifact.manifest.files)
-    return _read(artifact.path, artifact.artifact_id, listed)
+    template = _read(artifact.path, artifact.artifact_id, listed)
+    hf = artifact.manifest.tokenizer.hf_tokenizer
+    if template is None or hf is None or hf not in listed:
+        return template
+    tokens = named_tokens(artifact.path / hf, artifact.token_table, template.source, artifact.artifact_id)
+    return replace(template, tokens=MappingProxyType(tokens))
+
+
+@functools.lru_cache(maxsize=16)
+def named_tokens(tokenizer_json: Path, token_table: Path, source: str, artifact_id: str) -> dict[str, int]:
+    """The added tokens (special or not) of TOKENIZER_JSON whose text SOURCE names, by text, where
+    the token table agrees (its bytes for that id are the text: the device's stream then carries the
+    tag the parsers read). Read once per artifact (~0.1 s for Qwen2.5's 7 MB tokenizer.json)."""
+    try:
+        added = json.loads(tokenizer_json.read_bytes()).get("added_tokens") or []
+        table = TokenTable(token_table)
+    except (OSError, ValueError, AttributeError) as err:
+        log.warning("chat_tokens_unreadable", artifact=artifact_id[:12], error=str(err))
+        return {}
+    found = (_named(tok, source, table) for tok in added if isinstance(tok, dict))
+    return dict(list(filter(None, found))[:MAX_TOKENS])
+
+
+def _named(tok: dict[str, object], source: str, table: TokenTable) -> tuple[str, int] | None:
+    """(text, id) of one added token when SOURCE names it and TABLE holds its text at its id."""
+    text, tid = tok.get("content"), tok.get("id")
+    if not isinstance(text, str) or not text or text not in source or not isinstance(tid, int):
+        return None
+    return (text, tid) if 0 <= tid < len(table) and table.bytes_of(tid) == text.encode() else None
 
 
 @functools.lru_cache(maxsize=16)

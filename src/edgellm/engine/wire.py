@@ -28,7 +28,10 @@ def artifact_info(artifact: Artifact, loaded: bool) -> common_pb2.ArtifactInfo:
     if template is not None:
         info.chat_template.CopyFrom(
             common_pb2.ChatTemplate(
-                template=template.source, bos_token=template.bos_token, eos_token=template.eos_token
+                template=template.source,
+                bos_token=template.bos_token,
+                eos_token=template.eos_token,
+                tokens=dict(template.tokens),
             )
         )
     return info

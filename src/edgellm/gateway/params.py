@@ -76,6 +76,8 @@ class Parsed:
     stream: bool = False
     include_usage: bool = False
     user: str = ""
+    # The conversation as the gateway folds it (tools/prompt.py): what the device renders on the
+    # fallback path, and always the session fingerprint's text (sessions.py).
     messages: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     tools: ToolSpec | None = None  # the calls the answer may make (None: plain text)
     scoring: Scoring = field(default_factory=Scoring)  # logprobs and echo (scoring.py)
@@ -132,7 +134,7 @@ def parse(
     tools = tool_spec(body) if kind == "chat" else None
     used = _rendered(kind, body, template)
     syntax: Syntax = _syntax(used)
-    messages, constraint = _with_tools(messages, constraint, tools, syntax)
+    messages, constraint = _with_tools(messages, constraint, tools, syntax, used)
     params = GenerateParams(
         **_device_input(prompt, messages, used),
         max_new_tokens=max_new_tokens,
@@ -184,17 +186,21 @@ def _with_tools(
     constraint: Constraint | None,
     tools: ToolSpec | None,
     syntax: Syntax,
+    used: tuple[str, ToolTemplate] | None,
 ) -> tuple[tuple[tuple[str, str], ...], Constraint | None]:
-    """The chat as the fallback prompt writes it (tools in the system turn), and the calls' grammar
-    in SYNTAX as its constraint."""
-    messages = with_tools(messages, tools)
+    """The chat as the fallback prompt writes it (tools in the system turn; without them when the
+    model's template rendered the prompt (USED): then it only keys the session, and `tool_choice:
+    none` must not change the key), and the calls' grammar in SYNTAX, its tags as the template's
+    single tokens, as its constraint."""
+    messages = with_tools(messages, tools if used is None else None)
     if tools is None:
         return messages, constraint
     if constraint is not None:
         raise invalid(
             "'response_format' cannot be combined with tools; give tool_choice 'none'", "response_format"
         )
-    return messages, Constraint("lark_grammar", lark(tools, syntax))
+    tags = dict(used[1].tokens) if used is not None else {}
+    return messages, Constraint("lark_grammar", lark(tools, syntax, tags))
 
 
 def _rendered(

@@ -33,6 +33,7 @@ from edgellm.gateway.sessions import SessionMap
 from edgellm.gateway.sse import DONE, EventStream, event
 from edgellm.gateway.tools.parsers import Parsed as Calls
 from edgellm.gateway.tools.parsers import opens_call, parse_calls
+from edgellm.gateway.tools.prompt import history_text
 from edgellm.gateway.tools.stream import Gate, call_deltas
 from edgellm.gateway.tools.template import tool_template
 from edgellm.gateway.upstream import Stream
@@ -186,8 +187,8 @@ class Completions:
             got = collect.result()
         except grpc.aio.AioRpcError as err:
             raise await self._api_error(err, parsed.params.request_id) from None
-        self._finished(parsed, got.text, got.last, scope)
         calls = _calls(parsed, got.text, got.last)
+        self._finished(parsed, got.text, got.last, scope, calls)
         text, logprobs = got.text, None
         if parsed.scoring.echo:
             text = (parsed.params.prompt or prompt_text(got.prompt)) + text
@@ -232,9 +233,10 @@ class Completions:
                     yield event(shaper.chunk(send, first=first, logprobs=scores.take(send)))
                     first = False
                 if msg.finish_reason:
-                    for chunk in _ending(shaper, parsed, "".join(parts), msg, scores, first):
+                    calls = _calls(parsed, "".join(parts), msg)
+                    for chunk in _ending(shaper, parsed, "".join(parts), msg, scores, first, calls):
                         yield event(chunk)
-                    self._finished(parsed, "".join(parts), msg, scope)
+                    self._finished(parsed, "".join(parts), msg, scope, calls)
             yield DONE
         except grpc.aio.AioRpcError as err:  # after the first token: the status line is sent already
             api = await self._api_error(err, parsed.params.request_id)
@@ -254,10 +256,16 @@ class Completions:
             self.metrics.answered(endpoint, status, started)
 
     # -- shared ----------------------------------------------------------------------------------------
-    def _finished(self, parsed: Parsed, text: str, last: device_pb2.GenerateResponse, scope: str) -> None:
+    def _finished(
+        self, parsed: Parsed, text: str, last: device_pb2.GenerateResponse, scope: str, calls: Calls | None
+    ) -> None:
         self.metrics.finished(last.stats)
         if parsed.kind == "chat" and last.finish_reason != device_pb2.FINISH_REASON_CANCELLED:
-            self.sessions.remember(parsed.params.session_id, parsed.messages, text, scope)
+            # Why the calls' history text, not the model's: the fingerprint is of the messages as
+            # the gateway folds them (params.py), and the client sends an answer with calls back as
+            # content + tool_calls, which fold to that text whatever syntax the model wrote.
+            answer = text if calls is None or not calls.calls else history_text(calls.content, calls.calls)
+            self.sessions.remember(parsed.params.session_id, parsed.messages, answer, scope)
 
     async def _api_error(
         self, err: grpc.aio.AioRpcError, request_id: str, parsed: Parsed | None = None
@@ -315,10 +323,15 @@ def _sendable(send: str | None, first: bool) -> TypeGuard[str]:
 
 
 def _ending(
-    shaper: Shaper, parsed: Parsed, text: str, msg: device_pb2.GenerateResponse, scores: _Pending, first: bool
+    shaper: Shaper,
+    parsed: Parsed,
+    text: str,
+    msg: device_pb2.GenerateResponse,
+    scores: _Pending,
+    first: bool,
+    calls: Calls | None,
 ) -> list[dict[str, Any]]:
     """A stream's last chunks: what a tool answer still owes, the finish chunk, and the usage."""
-    calls = _calls(parsed, text, msg)
     out = _held(shaper, text, calls, first)
     out.append(shaper.chunk("", _finish(msg, calls), stats=msg.stats, logprobs=scores.take("")))
     if parsed.include_usage:

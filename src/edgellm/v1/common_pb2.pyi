@@ -183,25 +183,54 @@ class ChatTemplate(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class TokensEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     TEMPLATE_FIELD_NUMBER: _builtins.int
     BOS_TOKEN_FIELD_NUMBER: _builtins.int
     EOS_TOKEN_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
     template: _builtins.str
     """jinja source (the tokenizer's chat_template)"""
     bos_token: _builtins.str
     """empty: none"""
     eos_token: _builtins.str
     """empty: none"""
+    @_builtins.property
+    def tokens(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """The vocabulary's single tokens that the template names (tokenizer.json's added tokens, special
+        or not, whose text is in the template source and whose bytes in tokens.bin are that text), by
+        text: the gateway's tool grammar writes a call tag that is one of them as that token.
+        """
+
     def __init__(
         self,
         *,
         template: _builtins.str = ...,
         bos_token: _builtins.str = ...,
         eos_token: _builtins.str = ...,
+        tokens: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bos_token", b"bos_token", "eos_token", b"eos_token", "template", b"template"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bos_token", b"bos_token", "eos_token", b"eos_token", "template", b"template", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

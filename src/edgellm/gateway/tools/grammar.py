@@ -8,6 +8,12 @@ JSON is llguidance's `%json` of an object whose name is one allowed function's a
 follow that function's `parameters` schema. `auto`: either free text that opens no call, or calls
 as above; so every call the model writes is constrained from its first byte, and reads back with
 that family's parser (parsers.py).
+
+A tag that the model's vocabulary holds as one token (TOKENS, from the template's
+`ChatTemplate.tokens`: Mistral's `[TOOL_CALLS]`, Qwen's `<tool_call>`) is written as that token,
+llguidance's `<[id]>`, not as text: llguidance keeps special tokens out of text lexemes, so the
+text would be spelled in ordinary tokens the model never wrote in training. The device streams a
+token's bytes from tokens.bin (the tag's text), so the parsers read the same answer.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,22 +39,25 @@ _COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator
 
 @dataclass(frozen=True)
 class Shape:
-    """How a family writes its calls: around all of them, between two, the arguments' key, and the
-    regex that free text must not match under `auto` (it would open a call)."""
+    """How a family writes its calls: around all of them, between two, the arguments' key, the
+    regex that free text must not match under `auto` (it would open a call), and a tag the calls
+    may begin with where the vocabulary has it as one token."""
 
     open: str
     sep: str
     close: str
     text: str
     args: str = "arguments"
+    lead: str = ""
 
 
 _HERMES_TEXT = f"(.|\\n)*{re.escape(OPEN)}(.|\\n)*"
 SHAPES: dict[Syntax, Shape] = {
     "hermes": Shape(OPEN + "\n", f"\n{CLOSE}\n{OPEN}\n", "\n" + CLOSE, _HERMES_TEXT),
     "smollm2": Shape(OPEN + "[", ", ", "]" + CLOSE, _HERMES_TEXT),
-    # Llama-3.1/3.2: the whole answer is the JSON; text must not begin like one.
-    "llama3": Shape("", "; ", "", r"\s*\{(.|\n)*", args="parameters"),
+    # Llama-3.1/3.2: the whole answer is the JSON; text must not begin like one. Meta's reference
+    # code (llama-models) begins it with <|python_tag|>, its website without: the model chooses.
+    "llama3": Shape("", "; ", "", r"\s*\{(.|\n)*", args="parameters", lead="<|python_tag|>"),
     "mistral": Shape("[TOOL_CALLS] [", ", ", "]", r"(.|\n)*\[TOOL_CALLS\](.|\n)*"),
 }
 
@@ -67,19 +77,22 @@ def call_schema(fn: Function, args: str = "arguments") -> dict[str, Any]:
     }
 
 
-def lark(spec: ToolSpec, syntax: Syntax = "hermes") -> str:
-    """The grammar for SPEC's answer in SYNTAX (see the module docstring)."""
+def lark(spec: ToolSpec, syntax: Syntax = "hermes", tokens: Mapping[str, int] | None = None) -> str:
+    """The grammar for SPEC's answer in SYNTAX, its tags as TOKENS' ids where it has them (see the
+    module docstring)."""
     shape = SHAPES[syntax]
+    tokens = tokens or {}
     fns = spec.allowed()
-    items = "call (SEP call)*" if spec.parallel else "call"
-    calls = " ".join(part for part in (_literal(shape.open), items, _literal(shape.close)) if part)
+    items = "call (sep call)*" if spec.parallel else "call"
+    lead = f"<[{tokens[shape.lead]}]>? " if shape.lead in tokens else ""
+    calls = " ".join(part for part in (_seq(shape.open, tokens), items, _seq(shape.close, tokens)) if part)
     lines = [
         "start: calls" if spec.forced else "start: TEXT | calls",
-        f"calls: {calls}",
+        f"calls: {lead}{calls}",
         "call: " + " | ".join(f"fn{i}" for i in range(len(fns))),
     ]
     if spec.parallel:
-        lines.append(f"SEP: {json.dumps(shape.sep)}")
+        lines.append(f"sep: {_seq(shape.sep, tokens)}")
     lines += [f"fn{i}: %json {json.dumps(call_schema(fn, shape.args))}" for i, fn in enumerate(fns)]
     if not spec.forced:
         # Text that opens no call (llguidance's & and ~ on lexemes). Why not text then a call, as
@@ -89,5 +102,13 @@ def lark(spec: ToolSpec, syntax: Syntax = "hermes") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _literal(text: str) -> str:
-    return json.dumps(text) if text else ""
+def _seq(text: str, tokens: Mapping[str, int]) -> str:
+    """TEXT as a Lark sequence: each of TOKENS' texts in it as its token (`<[id]>`), the rest as
+    string literals ('' for no text)."""
+    if not text:
+        return ""
+    named = [t for t in sorted(tokens, key=len, reverse=True) if t and t in text]
+    if not named:
+        return json.dumps(text)
+    parts = re.split("(" + "|".join(map(re.escape, named)) + ")", text)
+    return " ".join(f"<[{tokens[p]}]>" if p in tokens else json.dumps(p) for p in parts if p)

@@ -68,6 +68,12 @@ def assistant_text(content: str, tool_calls: Any, i: int) -> tuple[str, tuple[st
     return "\n".join(parts), tuple(ids)
 
 
+def history_text(content: str | None, calls: Sequence[Any]) -> str:
+    """An answer with CALLS (parsers.ToolCall) as the next turn's history folds it once the client
+    sends it back as `content` and `tool_calls` (assistant_text): the session fingerprint's text."""
+    return assistant_text(content or "", [c.openai() for c in calls], 0)[0]
+
+
 def tool_result(message: dict[str, Any], text: str, i: int, call_ids: set[str]) -> str:
     """A role 'tool' message's text, wrapped as Qwen2.5's template wraps it; its tool_call_id checked."""
     call_id = message.get("tool_call_id")

@@ -51,6 +51,9 @@ class ToolTemplate:
     syntax: Syntax
     artifact_id: str
     specials: tuple[tuple[str, str], ...] = ()  # (name, token): bos_token, eos_token when set
+    # The vocabulary's single tokens the template names (ChatTemplate.tokens): text -> id, for the
+    # grammar to write a call tag as its token (grammar.py).
+    tokens: tuple[tuple[str, int], ...] = ()
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         """The prompt text ending with the assistant's generation prompt; 400 where the template raises."""
@@ -74,11 +77,14 @@ def tool_template(info: common_pb2.ArtifactInfo | None) -> ToolTemplate | None:
     if info is None or not info.HasField("chat_template") or not info.chat_template.template:
         return None
     t = info.chat_template
-    return _compiled(t.template, t.bos_token, t.eos_token, info.artifact_id)
+    tokens = tuple(sorted(t.tokens.items()))
+    return _compiled(t.template, t.bos_token, t.eos_token, info.artifact_id, tokens)
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled(source: str, bos: str, eos: str, artifact_id: str) -> ToolTemplate | None:
+def _compiled(
+    source: str, bos: str, eos: str, artifact_id: str, tokens: tuple[tuple[str, int], ...] = ()
+) -> ToolTemplate | None:
     specials = tuple((k, v) for k, v in (("bos_token", bos), ("eos_token", eos)) if v)
     try:
         template = _environment().from_string(source)
@@ -91,12 +97,12 @@ def _compiled(source: str, bos: str, eos: str, artifact_id: str) -> ToolTemplate
         )
         return None
     syntax = next((s for marker, s in SYNTAXES if marker in source), None)
-    tool = ToolTemplate(template, syntax or "hermes", artifact_id, specials)
+    tool = ToolTemplate(template, syntax or "hermes", artifact_id, specials, tokens)
     why = _unusable(tool, syntax)
     if why:
         log.info("tool_prompt_fallback", artifact=artifact_id[:12], reason=why)
         return None
-    log.info("tool_prompt_template", artifact=artifact_id[:12], syntax=syntax)
+    log.info("tool_prompt_template", artifact=artifact_id[:12], syntax=syntax, tokens=dict(tokens))
     return tool
 
 
