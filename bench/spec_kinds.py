@@ -170,9 +170,8 @@ def text_rows(path: Path) -> list[dict[str, str]]:
         for i, p in enumerate(mine[: PER_HALF * len(TEXT_KINDS)]):
             kind, n = TEXT_KINDS[i % len(TEXT_KINDS)], i // len(TEXT_KINDS)
             prompt = f"{text_task(kind, n, p.text)}\n\n{p.text}"
-            rows.append(
-                {"kind": kind, "half": half, "prompt": prompt, "source": f"wikitext2-test: {p.title}"}
-            )
+            source = f"wikitext2-test article {p.article}: {p.title}"
+            rows.append({"kind": kind, "half": half, "prompt": prompt, "source": source})
     return rows
 
 
