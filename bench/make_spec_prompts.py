@@ -19,8 +19,6 @@ import json
 import re
 from pathlib import Path
 
-from bench import spec_kinds
-from bench.spec_kinds import detokenize
 from edgellm.common.paths import require_data_file
 
 OUT = Path(__file__).parent / "prompts"
@@ -98,6 +96,14 @@ OPEN = (
 )
 
 
+def detokenize(text: str) -> str:
+    """WikiText's tokenized form back to plain text (@-@, spaced punctuation)."""
+    text = re.sub(r" @(.)@ ", r"\1", text)
+    text = re.sub(r" ([,.;:!?)'])", r"\1", text)
+    text = re.sub(r"\( ", "(", text)
+    return text.replace(" 's", "'s").replace('" ', '"').strip()
+
+
 def passages(path: Path, count: int, words: tuple[int, int] = (60, 110)) -> list[str]:
     """The first `count` body paragraphs with no <unk>, cut to whole sentences within `words`."""
     out: list[str] = []
@@ -132,6 +138,10 @@ def main() -> None:
     parser.add_argument("--set", choices=("old", "kinds"), default="old")
     args = parser.parse_args()
     if args.set == "kinds":
+        # Imported here so `python bench/make_spec_prompts.py` (the issue-17 sets) still runs as a
+        # script; the kinds need `python -m bench.make_spec_prompts` (bench/ as a package).
+        from bench import spec_kinds
+
         rows = spec_kinds.build(args.wikitext or require_data_file("wikitext2-test.txt"))
         spec_kinds.write(rows, OUT / "spec_kinds.jsonl")
         return

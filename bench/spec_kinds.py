@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.make_spec_prompts import detokenize
+
 PER_HALF = 10
 FIRST_ARTICLE = 32  # of the 64 in wikitext2-test: the later half
 WORDS = (40, 90)  # a passage: whole <unk>-free sentences, within this many words
@@ -84,14 +86,6 @@ class Passage:
     text: str
     article: int
     title: str
-
-
-def detokenize(text: str) -> str:
-    """WikiText's tokenized form back to plain text (@-@, spaced punctuation)."""
-    text = re.sub(r" @(.)@ ", r"\1", text)
-    text = re.sub(r" ([,.;:!?)'])", r"\1", text)
-    text = re.sub(r"\( ", "(", text)
-    return text.replace(" 's", "'s").replace('" ', '"').strip()
 
 
 def first_run(paragraph: str) -> str:
