@@ -28,8 +28,10 @@ def find_gguf() -> Path:
     raise SystemExit(f"{GGUF} not found under {root}")
 
 
-def run(llm: Llama, prompt: str, temperature: float, max_new: int, seed: int) -> tuple[float, int, str]:
-    """(decode tok/s, tokens, text) of one streamed chat completion."""
+def run(
+    llm: Llama, prompt: str, temperature: float, max_new: int, seed: int
+) -> tuple[float, float, int, str]:
+    """(decode tok/s, the same in process CPU time, tokens, text) of one streamed chat completion."""
     llm.reset()  # why: no prompt-cache reuse between runs (edgellm's anonymous requests re-prefill too)
     stream = llm.create_chat_completion(
         messages=[{"role": "user", "content": prompt}],
@@ -42,17 +44,19 @@ def run(llm: Llama, prompt: str, temperature: float, max_new: int, seed: int) ->
         seed=seed,
         stream=True,
     )
-    first = last = 0.0
+    first = last = first_cpu = last_cpu = 0.0
     text = ""
     for chunk in stream:
         delta = chunk["choices"][0]["delta"].get("content")
         if delta:
-            now = time.perf_counter()
-            first = first or now
-            last = now
+            now, cpu = time.perf_counter(), time.process_time()
+            first, first_cpu = (first, first_cpu) if first else (now, cpu)
+            last, last_cpu = now, cpu
             text += delta
     tokens = len(llm.tokenize(text.encode(), add_bos=False, special=False))
-    return ((tokens - 1) / (last - first) if tokens > 1 and last > first else 0.0), tokens, text
+    rate = (tokens - 1) / (last - first) if tokens > 1 and last > first else 0.0
+    cpu_rate = (tokens - 1) / (last_cpu - first_cpu) if tokens > 1 and last_cpu > first_cpu else 0.0
+    return rate, cpu_rate, tokens, text
 
 
 def limited(rows: list[dict[str, str]], limit: int) -> list[tuple[int, dict[str, str]]]:
@@ -92,8 +96,8 @@ def main() -> None:
             half = p.get("half", p.get("split", ""))
             for t in temperatures:
                 seed = 1000 + i
-                tps, n, text = run(plain, p["prompt"], t, args.max_new, seed)
-                ktps, kn, ktext = run(lookup, p["prompt"], t, args.max_new, seed)
+                tps, cpu_tps, n, text = run(plain, p["prompt"], t, args.max_new, seed)
+                ktps, kcpu_tps, kn, ktext = run(lookup, p["prompt"], t, args.max_new, seed)
                 row = {
                     "set": name,
                     "kind": p["kind"],
@@ -103,6 +107,8 @@ def main() -> None:
                     "temperature": t,
                     "plain_tps": tps,
                     "lookup_tps": ktps,
+                    "plain_cpu_tps": cpu_tps,
+                    "lookup_cpu_tps": kcpu_tps,
                     "tokens": n,
                     "lookup_tokens": kn,
                     # greedy: does llama.cpp's own prompt lookup answer exactly as its plain decode?

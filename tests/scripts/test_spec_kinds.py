@@ -43,6 +43,9 @@ def result(kind: str, half: str, fast: float, identical: bool = True) -> dict[st
         "plain_tps": 100.0,
         "fast_tps": 100.0 * fast,
         "spec_tps": 100.0,
+        "plain_cpu_tps": 100.0,
+        "fast_cpu_tps": 100.0,
+        "spec_cpu_tps": 100.0,
         "identical": identical,
         "fast_identical": False,
         "fast_drafted": 10,
@@ -61,3 +64,4 @@ def test_the_bars_pass_only_when_copy_and_edit_pay_nothing_loses_and_auto_is_ide
         "auto token-identical to off, every prompt"
     ]
     assert not all(ok for _, ok, _ in bars(kind_rows([r for r in good if r["kind"] != "copy"], [])))
+    assert not all(ok for _, ok, _ in bars(kind_rows(good, []), clock="cpu"))  # CPU rates: fast 1.0×
