@@ -3,8 +3,9 @@
 1. Verify cost: on each artifact, after a `--prefill`-token prompt, the median time of one forward
    of k + 1 tokens (`Engine.verify`, a draft of k; k = 1..8) ÷ one decode step, `--reps` rounds,
    lengths interleaved within each round so load drift hits all alike. Timed: the forward only (the
-   rewind after it is not). Works on the random-weight scale checkpoints (bench/scale_shapes.py):
-   a forward's time depends on the shapes, not the values. The break-even acceptance of each k is
+   rewind after it is not), in process CPU time unless `--clock wall`. Works on the random-weight
+   scale checkpoints (bench/scale_shapes.py): a forward's time depends on the shapes, not the
+   values. The break-even acceptance of each k is
    the per-token acceptance a at which (1 − a^(k+1)) / (1 − a) tokens per verify equal its cost.
 2. Predicted gain: from a bench_spec results file (`--results`, the `kinds` set, greedy), each
    prompt's plain answer is replayed through the loop's drafter (`NgramDrafter` over the chat
@@ -27,6 +28,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +44,25 @@ from edgellm.engine.mnn import MnnEngine
 
 DRAFTS = range(1, 9)
 Answer = tuple[str, str, list[int], list[int]]  # kind, half, chat prompt ids, plain answer ids
+Clock = Callable[[], float]
+# Process CPU time by default: on a shared machine other processes stretch a forward's wall time at
+# random, not its CPU time (one MNN thread computes in the calling thread: CPU ≈ wall when quiet).
+CLOCKS: dict[str, Clock] = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
-def forward_seconds(engine: MnnEngine, prefill: int, reps: int) -> dict[int, float]:
-    """Median seconds of a forward of n = 1..9 tokens after a `prefill`-token prompt."""
+def forward_seconds(engine: MnnEngine, prefill: int, reps: int, clock: Clock) -> dict[int, float]:
+    """Median seconds of a forward of n = 1..9 tokens after a `prefill`-token prompt, on `clock`."""
     ids = (engine.encode(CALIBRATION_TEXT) * 8)[:prefill]
     token = int(engine.prefill(ids).argmax())
     samples: dict[int, list[float]] = {n: [] for n in [1, *(k + 1 for k in DRAFTS)]}
     for rep in range(reps + 1):  # round 0 untimed: MNN clones a module per new verify length
         for n in samples:
-            start = time.perf_counter()
+            start = clock()
             if n == 1:
                 engine.decode(token)
             else:
                 engine.verify([token] * n)
-            spent = time.perf_counter() - start
+            spent = clock() - start
             engine.rewind(n)
             if rep:
                 samples[n].append(spent)
@@ -116,13 +122,13 @@ def contexts(engine: MnnEngine, results: Path) -> list[Answer]:
     return out
 
 
-def measure(spec: str, threads: int, prefill: int, reps: int) -> tuple[str, MnnEngine, dict[int, float]]:
+def measure(spec: str, args: argparse.Namespace) -> tuple[str, MnnEngine, dict[int, float]]:
     """Load NAME=PATH, time its forwards; the engine stays loaded for tokenizing."""
     name, path = spec.split("=", 1)
-    engine = MnnEngine(open_artifact(Path(path)), EngineConfig(threads=threads, draft_max=8))
+    engine = MnnEngine(open_artifact(Path(path)), EngineConfig(threads=args.threads, draft_max=8))
     engine.load()
-    engine.warm_up(prefill)
-    seconds = forward_seconds(engine, prefill, reps)
+    engine.warm_up(args.prefill)
+    seconds = forward_seconds(engine, args.prefill, args.reps, CLOCKS[args.clock])
     cells = {f"k={n - 1}": f"{seconds[n] / seconds[1]:.2f}" for n in sorted(seconds) if n > 1}
     print(f"{name}: decode {seconds[1] * 1000:.2f} ms; verify ÷ decode {cells}", flush=True)
     return name, engine, seconds
@@ -161,6 +167,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--prefill", type=int, default=128)
     parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="what a forward's time is")
     parser.add_argument("--results", type=Path, default=None, help="a bench_spec --sets kinds results file")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -168,7 +175,7 @@ def main() -> None:
     costs: dict[str, dict[int, float]] = {}
     rows: list[Answer] = []
     for i, spec in enumerate(args.artifact):
-        name, engine, costs[name] = measure(spec, args.threads, args.prefill, args.reps)
+        name, engine, costs[name] = measure(spec, args)
         if i == 0 and args.results:
             rows = contexts(engine, args.results)
         engine.close()
