@@ -159,6 +159,29 @@ def cost_table(costs: dict[str, dict[int, float]]) -> str:
     return "\n".join(lines)
 
 
+def measured(args: argparse.Namespace) -> tuple[dict[str, dict[int, float]], list[Answer]]:
+    """Time every artifact; tokenize the results' prompts with the first."""
+    costs: dict[str, dict[int, float]] = {}
+    rows: list[Answer] = []
+    for i, spec in enumerate(args.artifact):
+        name, engine, costs[name] = measure(spec, args)
+        if i == 0 and args.results:
+            rows = contexts(engine, args.results)
+        engine.close()
+    return costs, rows
+
+
+def reused(args: argparse.Namespace) -> tuple[dict[str, dict[int, float]], list[Answer]]:
+    """The forward times of an earlier run; the first --artifact only tokenizes."""
+    saved = json.loads(args.costs.read_text())["forward_seconds"]
+    costs = {name: {int(n): v for n, v in s.items()} for name, s in saved.items()}
+    engine = MnnEngine(open_artifact(Path(args.artifact[0].split("=", 1)[1])), EngineConfig(threads=1))
+    engine.load()
+    rows = contexts(engine, args.results) if args.results else []
+    engine.close()
+    return costs, rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -170,15 +193,10 @@ def main() -> None:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="what a forward's time is")
     parser.add_argument("--results", type=Path, default=None, help="a bench_spec --sets kinds results file")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--costs", type=Path, default=None, help="forward times of an earlier --out")
     args = parser.parse_args()
     out: dict[str, Any] = {"start_loadavg": os.getloadavg(), "args": vars(args)}
-    costs: dict[str, dict[int, float]] = {}
-    rows: list[Answer] = []
-    for i, spec in enumerate(args.artifact):
-        name, engine, costs[name] = measure(spec, args)
-        if i == 0 and args.results:
-            rows = contexts(engine, args.results)
-        engine.close()
+    costs, rows = reused(args) if args.costs else measured(args)
     print(f"\n{cost_table(costs)}")
     if rows:
         print(f"\n{gain_table(rows, costs)}")
