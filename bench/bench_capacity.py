@@ -5,7 +5,7 @@ minutes (fake clock), the capacity estimator fed every control period as the dae
 estimate at the end is set beside the oracle's steady rate (the best fixed operating point under
 the comfort limit, which knows the plant exactly). Phones: the shipped profiles, issue 18's warm
 case, the first tuning phones, and the warm case in hot rooms (33-38 °C). Usage:
-    python bench/bench_capacity.py [--minutes 30] [--json]
+    python bench/bench_capacity.py [--minutes 30] [--json] [--revised-probe]
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def hot_room(ambient_c: float) -> PhoneProfile:
     return profile_from_dict(data)
 
 
-def estimate(profile: PhoneProfile, minutes: float) -> CapacityEstimator:
+def estimate(profile: PhoneProfile, minutes: float, cfg: GovernorConfig | None = None) -> CapacityEstimator:
     """Chat traffic under the real controller for `minutes`, the estimator fed each control period."""
-    cfg = GovernorConfig()
+    cfg = cfg or GovernorConfig()
     limit = comfort_limit(profile, cfg)
     ctl = ThermalController(cfg, phone_ladder(profile), limit)
     est = CapacityEstimator()
@@ -66,9 +66,9 @@ def phones() -> list[PhoneProfile]:
     return shipped + tuning + [hot_room(a) for a in (33.0, 35.0, 38.0)]
 
 
-def row(profile: PhoneProfile, minutes: float) -> dict[str, Any]:
+def row(profile: PhoneProfile, minutes: float, cfg: GovernorConfig | None = None) -> dict[str, Any]:
     """One phone: the estimate, its state and basis, the oracle's steady rate and their ratio."""
-    cap = estimate(profile, minutes).current
+    cap = estimate(profile, minutes, cfg).current
     best = oracle(profile, 1).steady_tokens_per_second
     tps = cap.tokens_per_second
     ratio = None if tps is None or best <= 0 else round(tps / best, 3)
@@ -90,11 +90,13 @@ def main() -> int:
     )
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--revised-probe", action="store_true", help="GovernorConfig.revised_probe")
     ns = parser.parse_args()
+    cfg = GovernorConfig(revised_probe=ns.revised_probe)
     print("| phone | ambient °C | estimate tok/s | oracle tok/s | ratio | state (basis) |")
     print("|---|---|---|---|---|---|")
     for profile in phones():
-        r = row(profile, ns.minutes)
+        r = row(profile, ns.minutes, cfg)
         if ns.json:
             print(json.dumps(r))
             continue

@@ -23,6 +23,10 @@ TUNING_SEEDS: tuple[int, ...] = tuple(range(101, 125))  # 24 phones the governor
 # Low headroom (hot rooms, cases, chargers: sim/situations.py), the same split
 LOW_HEADROOM_HELD_OUT_SEEDS: tuple[int, ...] = tuple(range(9101, 9125))
 LOW_HEADROOM_TUNING_SEEDS: tuple[int, ...] = tuple(range(201, 225))
+# The wide tuning pool (bench/bench_tuning_pool.py): more phones from the same generators, to find
+# the failure modes a 24-phone set misses before a held-out set does
+TUNING_POOL_SEEDS: tuple[int, ...] = tuple(range(1001, 1101))
+LOW_HEADROOM_TUNING_POOL_SEEDS: tuple[int, ...] = tuple(range(2001, 2101))
 
 
 Purpose = Literal["tuning", "evaluation"]

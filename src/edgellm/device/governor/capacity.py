@@ -93,8 +93,8 @@ def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float
 
 
 def frontier_points(frontier: Frontier) -> list[tuple[float, float]]:
-    """The measured hull as (gap, tok/s) points."""
-    return [(p.gap_k, p.tokens_per_second) for p in frontier.hull]
+    """Every measured rung as (gap, tok/s): speed_at hulls them against the idle gap it trusts."""
+    return [(p.gap_k, p.tokens_per_second) for p in frontier.points]
 
 
 class Hysteresis:

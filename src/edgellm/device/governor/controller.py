@@ -89,12 +89,19 @@ class ThermalController:
         self.identifier = SkinIdentifier(c.identify)
         self.throughput = c.thermal_policy is ThermalPolicy.THROUGHPUT
         probe = c.probe and not self.throughput
-        self.prober: Prober | None = Prober(ladder, c.probe_hold_s, c.probe_margin_c) if probe else None
+        self.prober: Prober | None = (
+            Prober(ladder, c.probe_hold_s, c.probe_margin_c, revised=c.revised_probe) if probe else None
+        )
         self.frontier: Frontier | None = None
         self.slope = SlopeEstimator(c.slope_window_s)
         start = 0 if self.throughput else c.start_rung if c.start_rung >= 0 else self.path.last
         self.position = self.applied = float(min(start, self.path.last))
         self.gap_integral = 0.0  # frontier mode
+        self.idle_hint_k: float | None = None  # the die-skin gap at the first reading (idle)
+        self.pace_since: float | None = None
+        self.started_at: float | None = None
+        self.decode_rate = 0.0  # EMA of the decode rate while decoding
+        self.raw_gap: float | None = None  # this reading's die-skin gap (None while the die settles)
         self.command: float | None = None
         self.learn_from = -math.inf
         self.spare_since: float | None = None
@@ -147,6 +154,11 @@ class ThermalController:
         model = self.identifier.add(now, skin_c, die_c, learn)
         goal = self._goal(skin_c, aim, dt)
         settling = self._settling(now, prefill_age_s)
+        # the probe fits each rung's settling on the gap as read: the filtered gap lags a rung change
+        # by ~10 s and read middle-half 4.6 K against 6.1 K on a tuning phone (prefill pulses skipped)
+        self.raw_gap = None if settling else die_c - skin_c
+        if self.idle_hint_k is None:  # the daemon starts idle: the first gap is the idle one
+            self.idle_hint_k = die_c - skin_c
         gap = self._gap(die_c - skin_c, settling)
         target = max(model.gap_for(goal), c.gap_floor_k)
         if self.throughput:  # the fastest rung throughout; the model is still learnt (and shown)
@@ -175,7 +187,7 @@ class ThermalController:
     def _elapsed(self, now: float, skin_c: float, aim: float) -> float:
         """Seconds since the last reading (0 at the first, which starts deepest on a hot phone)."""
         if self.last_t is None:
-            self.last_t = now
+            self.last_t = self.started_at = now
             if skin_c >= aim and not self.throughput:
                 self._start_hot()
             return 0.0
@@ -190,7 +202,10 @@ class ThermalController:
         first minute put the skin up to 0.49 °C over where the idle phone sat (the bar is 0.5).
         From the deepest position the loop releases as far as the heat allows.
         """
-        self.prober = None  # no headroom to measure the rungs with
+        if self.prober is not None and self.config.revised_probe:  # no headroom now: later, paced
+            self.prober.stopped = True
+        else:
+            self.prober = None  # no headroom to measure the rungs with
         self.position = self.path.max_position
         self.applied = -1.0  # the next selection emits the move
 
@@ -247,11 +262,16 @@ class ThermalController:
         """
         if self.prober is not None and tokens_per_second is None:
             self.prober = None  # nothing to rank the rungs by
+        if tokens_per_second:  # the decode rate in force (a paced probe matches it)
+            self.decode_rate += (tokens_per_second - self.decode_rate) * min(dt / 30.0, 1.0)
         if self.prober is not None and not self.prober.done:
             return self._probe_step(self.prober, now, skin_c, aim, gap, target, tokens_per_second or 0.0)
+        self._maybe_pace(skin_c, aim, now)
+        if self.prober is not None and not self.prober.done:
+            return "probe"
         if self.frontier is not None:
             self._frontier_step(gap, target, gap_dt)
-            self._maybe_extend(skin_c, aim, target, now)
+            self._maybe_extend(skin_c, aim, target, gap, now)
             return "frontier"
         step = min(max(math.log(gap / target), -1.0), 1.0)
         self.position = min(max(self.position + self.config.k_gap * step * dt, 0.0), self.path.max_position)
@@ -262,10 +282,14 @@ class ThermalController:
     ) -> str:
         """One probing reading; when probing ends, move onto the measured frontier (if one was built)."""
         c = self.config
-        prober.add(now, skin_c, aim, gap, tps)
+        if not c.revised_probe:
+            prober.add(now, skin_c, aim, gap, tps)
+        else:
+            prober.add(now, skin_c, aim, self.raw_gap, tps)
         if not prober.done:
             return "probe"
-        self.frontier = prober.frontier(c.min_duty)
+        idle = self.frontier.idle_gap_k if self.frontier is not None else None
+        self.frontier = prober.frontier(c.min_duty, idle if prober.paced is None else prober.paced[1])
         self.learn_from = now + c.learn_after_probe_s
         # the die is still at the last (hottest) probe's gap: start from the model's target
         # and let the gap loop work once the die has settled on the new operating point
@@ -278,14 +302,39 @@ class ThermalController:
         self.applied = -1.0  # positions now live on the frontier: force the first selection
         return "frontier"
 
-    def _maybe_extend(self, skin: float, aim: float, target: float, now: float) -> None:
+    def _maybe_pace(self, skin: float, aim: float, now: float) -> None:
+        """Paced at the aim for a while with rungs never measured: measure them at this duty."""
+        pr, fr, cur = self.prober, self.frontier, self.current
+        if pr is None or not self._pace_ready(pr, now) or abs(skin - aim) > 0.3:
+            self.pace_since = None
+            return
+        coolest = fr.hull[-1].actuation.cpus if fr is not None else cur.cpus
+        if cur.duty > self.config.pace_below_duty or cur.blend or cur.cpus != coolest:
+            self.pace_since = None
+            return
+        if self.pace_since is None:
+            self.pace_since = now
+        elif now - self.pace_since >= self.config.pace_after_s:
+            idle = fr.idle_gap_k if fr is not None else self.idle_hint_k
+            pr.pace(max(cur.duty, self.config.paced_probe_min_duty), idle or 0.0, self.decode_rate)
+            self.pace_since = None
+
+    def _pace_ready(self, pr: Prober, now: float) -> bool:
+        """Whether a paced probe may start: revised probe, rungs unmeasured, none paced yet, early on."""
+        early = self.started_at is not None and now - self.started_at <= self.config.pace_within_s
+        return self.config.revised_probe and pr.done and pr.remaining > 0 and pr.paced is None and early
+
+    def _maybe_extend(self, skin: float, aim: float, target: float, gap: float, now: float) -> None:
         """At the top of the measured frontier with heat to spare for a minute: measure a hotter rung."""
         c = self.config
         fr, pr = self.frontier, self.prober
         if fr is None or pr is None or not pr.remaining or skin > aim - c.probe_margin_c:
             self.spare_since = None
             return
-        if target < 1.1 * fr.max_gap_k or self.position > 0.0:
+        top = (
+            min(gap, fr.max_gap_k) if c.revised_probe else fr.max_gap_k
+        )  # measured there: the probe's may be high
+        if target < 1.1 * top or self.position > 0.0:
             self.spare_since = None
             return
         if self.spare_since is None:
@@ -309,14 +358,22 @@ class ThermalController:
         self.command += c.ki_gap * error * dt
         self.command = min(max(self.command, fr.min_gap_k), fr.max_gap_k)  # no wind-up past either end
         self.gap_integral = self.command - target
-        duty = self.current.duty
-        if duty < 0.9 and not self.current.blend:  # pacing the coolest rung: learn where idle really is
-            coolest = fr.hull[-1].gap_k
-            seen = (gap - duty * coolest) / (1.0 - duty)  # g(d) = idle + d·(g(1) − idle)
-            fr.idle_gap_k += (min(max(seen, 0.0), 0.95 * coolest) - fr.idle_gap_k) * min(
-                dt / c.idle_learn_s, 1.0
-            )
+        self._learn_idle(fr, gap, dt)
         self.position = fr.position(self.command)
+
+    def _learn_idle(self, fr: Frontier, gap: float, dt: float) -> None:
+        """While pacing the coolest hull rung, learn where idle really is; re-hull once it has moved."""
+        c = self.config
+        duty, coolest = self.current.duty, fr.hull[-1]
+        elsewhere = c.revised_probe and self.current.cpus != coolest.actuation.cpus  # before a re-hull lands
+        if duty >= 0.9 or self.current.blend or elsewhere:
+            return
+        seen = (gap - duty * coolest.gap_k) / (1.0 - duty)  # g(d) = idle + d·(g(1) − idle)
+        fr.idle_gap_k += (min(max(seen, 0.0), 0.95 * coolest.gap_k) - fr.idle_gap_k) * min(
+            dt / c.idle_learn_s, 1.0
+        )
+        if c.revised_probe and abs(fr.idle_gap_k - fr.hulled_at_k) >= c.rehull_k and fr.rehull():
+            self.applied = -1.0  # the positions moved: select on the new hull
 
     def _skin_only_step(self, skin: float, aim: float, slope: float, dt: float) -> None:
         c = self.config

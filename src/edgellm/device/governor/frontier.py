@@ -50,12 +50,27 @@ class Frontier:
     """Positions along the hull ↔ gaps ↔ actuations."""
 
     def __init__(self, points: Sequence[Point], idle_gap_k: float, min_duty: float = 0.05) -> None:
+        self.points = list(points)  # every measured rung, the dominated ones too (a new idle re-hulls)
         self.hull = upper_hull(points, idle_gap_k)
         if not self.hull:
             raise ValueError("no measured rung beats idle")
-        self.idle_gap_k = idle_gap_k
+        self.idle_gap_k = self.hulled_at_k = idle_gap_k
         self.min_duty = min_duty
         self.edges = len(self.hull) - 1  # blend edges; the duty segment follows
+
+    def rehull(self) -> bool:
+        """Recompute the hull for the present idle gap (once learnt); return whether it changed.
+
+        The idle end is guessed at start; on a hot phone the static power alone holds the die ~2 K
+        over the skin, the guess sits far under that, and the cool rungs fall under the hull through
+        a too-low idle point — so the learnt idle must re-rank them.
+        """
+        hull = upper_hull(self.points, self.idle_gap_k)
+        self.hulled_at_k = self.idle_gap_k
+        if not hull or [p.actuation for p in hull] == [p.actuation for p in self.hull]:
+            return False
+        self.hull, self.edges = hull, len(hull) - 1
+        return True
 
     @property
     def max_position(self) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -48,7 +49,13 @@ class Prober:
         speed_s: float = 10.0,
         headroom_share: float = 0.25,
         min_fit_s: float = 20.0,
+        revised: bool = False,
     ) -> None:
+        self.revised = revised  # the probe revision (GovernorConfig.revised_probe)
+        self.paced: tuple[float, float] | None = None  # (duty, idle gap) while measuring at the aim
+        self.paced_tps = 0.0  # the decode rate in force when paced probing began
+        self.matched: tuple[int, float] | None = None  # (step, duty) matched to that rate
+        self.paced_slack_c = 0.3
         self.idle_fraction, self.speed_s = idle_fraction, speed_s
         self.headroom_share, self.min_fit_s = headroom_share, min_fit_s
         self.start_skin_c: float | None = None
@@ -58,7 +65,7 @@ class Prober:
         self.held = 0.0
         self.samples: list[tuple[float, float, float]] = []  # (decode time, gap, tokens/s)
         self.results: list[tuple[Actuation, float, float]] = []
-        self.stopped = False
+        self.stopped = self.resumed = False
         self.last_t: float | None = None
 
     @property
@@ -68,22 +75,58 @@ class Prober:
 
     @property
     def current(self) -> Actuation:
-        """What to run now."""
-        return self.plan[min(self.step, len(self.plan) - 1)]
+        """What to run now (paced when measuring at the aim)."""
+        act = self.plan[min(self.step, len(self.plan) - 1)]
+        return act if self.paced is None else replace(act, duty=round(self._duty(), 4))
+
+    def _duty(self) -> float:
+        """The paced duty of the rung held now: the start duty until its speed is known."""
+        assert self.paced is not None
+        return self.matched[1] if self.matched is not None and self.matched[0] == self.step else self.paced[0]
+
+    def _match_speed(self) -> bool:
+        """After 2 s paced at the start duty: re-pace this rung to the decode rate in force.
+
+        At equal tok/s a more efficient rung runs cooler, so the hold stays near the heat the skin
+        holds (at the same duty a hot rung's gap was 2.4× the paced little cores' on a tuning phone,
+        and the skin overshot). Returns whether the hold restarts.
+        """
+        if self.matched is not None and self.matched[0] == self.step:
+            return False
+        tps = [x[2] for x in self.samples if x[0] >= 1.0]
+        if self.held < 2.0 or not tps or self.paced is None:
+            return False
+        full = sum(tps) / len(tps)  # already per unit duty
+        self.matched = (self.step, min(max(self.paced_tps / full, 0.05), 1.0))
+        self.held, self.samples = 0.0, []
+        return True
+
+    def pace(self, duty: float, idle_gap_k: float, tokens_per_second: float) -> None:
+        """Measure the rungs not yet measured at this duty, with the skin at the aim.
+
+        On a phone with little headroom the start-up probe stops after the coolest rung or two (or
+        never starts: the phone is already at its aim), and the efficient point may be a hotter rung
+        paced (a tuning phone: middle-half at duty 0.19 against little at 0.12). Paced at the duty in
+        force, a rung's heat stays near what the skin holds; its full-duty point follows from
+        g(d) = idle + d·(g(1) − idle) and tok/s(d) = d·tok/s(1).
+        """
+        self.paced, self.paced_tps, self.matched = (duty, idle_gap_k), tokens_per_second, None
+        self.resume()
 
     def add(
         self,
         now: float,
         skin_c: float,
         aim_c: float,
-        gap_k: float,
+        gap_k: float | None,
         tokens_per_second: float,
     ) -> None:
         """One reading while probing; the probe clock only runs while the engine decodes.
 
         Probing stops when the skin nears the aim; a rung that after `speed_s` is no faster than a
         cooler one is skipped without waiting for its gap (it is dominated: the ladder runs cool to
-        hot). Stopping on the skin model's sustainable gap instead was tried and dropped: with
+        hot; revised: only by one as fast and no hotter). gap_k None (revised: after a prefill burst):
+        the clock runs, the reading stays out of the fit. Stopping on the skin model's sustainable gap instead was tried and dropped: with
         minutes of data the model is still the prior, which stopped a phone with a 2.6 K/W hotspot
         after its first rung (0.53× the oracle).
         """
@@ -96,14 +139,13 @@ class Prober:
         if self._out_of_room(skin_c, aim_c, self.start_skin_c):
             # no room left for hotter rungs (on a phone with 5 K of headroom, probing them all used 3 K
             # and cost minutes at a crawl afterwards): keep what was measured, a long-enough partial too
-            if self.held >= self.min_fit_s:
-                self._finish()
-            self.stopped = True
+            self._stop()
             return
         if tokens_per_second <= 0:
             return  # idle: nothing to measure
         self.held += dt
-        self.samples.append((self.held, gap_k, tokens_per_second))
+        if self._record(gap_k, tokens_per_second):
+            return
         if self._dominated(dt):
             self.step += 1  # no faster than a cooler rung: dominated, move on
             self.held, self.samples = 0.0, []
@@ -111,8 +153,37 @@ class Prober:
         if self.held >= self.hold_s:
             self._finish()
 
+    def _record(self, gap_k: float | None, tokens_per_second: float) -> bool:
+        """Keep one reading (at full duty when paced); return whether the hold restarts (rate matched)."""
+        if self.paced is not None:  # the full-duty point of a paced reading
+            duty, idle = self._duty(), self.paced[1]
+            if gap_k is not None:
+                gap_k = idle + (gap_k - idle) / duty
+            tokens_per_second /= duty
+        if gap_k is not None:  # None: the die is off its steady gap (a prefill burst), time still counts
+            self.samples.append((self.held, gap_k, tokens_per_second))
+        return self.paced is not None and self._match_speed()
+
+    def _stop(self) -> None:
+        """Out of room: keep a long-enough partial hold; a resumed probe that got none gives the rung up.
+
+        Resumed again a minute later, the same rung stopped the same way every few minutes (a burst of
+        the hot rung each time: ripple 0.36 on a tuning phone).
+        """
+        if self.held >= self.min_fit_s:
+            self._finish()
+        elif self.resumed and self.revised:
+            self.step += 1
+        self.stopped = True
+
     def _out_of_room(self, skin_c: float, aim_c: float, start_skin_c: float) -> bool:
         """Whether the skin is near the aim, or probing used its share of the headroom it started with."""
+        if self.paced is not None:  # measuring at the aim: a few tenths over it ends the hold
+            return skin_c > max(aim_c, start_skin_c) + self.paced_slack_c
+        if (
+            self.resumed and self.revised
+        ):  # a hotter rung with heat to spare: up to the margin's half, not a share
+            return skin_c > aim_c - self.margin_c / 2
         budget = self.headroom_share * (aim_c - start_skin_c)
         return skin_c > aim_c - self.margin_c or skin_c - start_skin_c > budget
 
@@ -121,13 +192,25 @@ class Prober:
         if not self.results or not self.speed_s <= self.held < self.speed_s + dt:
             return False
         speed = [x[2] for x in self.samples if x[0] >= 3.0]
-        return bool(speed) and sum(speed) / len(speed) <= 1.03 * max(r[2] for r in self.results)
+        if not speed:
+            return False
+        tps = sum(speed) / len(speed)
+        if not self.revised:
+            return tps <= 1.03 * max(r[2] for r in self.results)
+        # dominated only by a measured rung as fast and no hotter: the built order is not always cool
+        # to hot (a single mid core beside four little ones: as fast, less heat; a tuning phone whose
+        # oracle paces it was left on the little cores, 0.83×)
+        gap = settled_gap([x[0] for x in self.samples], [x[1] for x in self.samples])
+        return any(r[2] * 1.03 >= tps and r[1] <= gap for r in self.results)
 
     def _finish(self) -> None:
-        times = [s[0] for s in self.samples]
-        gap = settled_gap(times, [s[1] for s in self.samples])
-        late = [s[2] for s in self.samples if s[0] >= min(self.hold_s, self.held) / 2]
-        self.results.append((self.current, gap, sum(late) / len(late)))
+        if self.samples:  # none: every reading of the hold fell after a prefill burst (not measured)
+            times = [s[0] for s in self.samples]
+            gap = settled_gap(times, [s[1] for s in self.samples])
+            late = [s[2] for s in self.samples if s[0] >= min(self.hold_s, self.held) / 2] or [
+                s[2] for s in self.samples
+            ]
+            self.results.append((self.current, gap, sum(late) / len(late)))
         self.step += 1
         self.held, self.samples = 0.0, []
 
@@ -139,12 +222,19 @@ class Prober:
     def resume(self) -> None:
         """Measure the next hotter rung after all: the governor runs at the top of what it measured
         and the skin model says there is heat to spare (probing had stopped on the headroom rule)."""
-        if self.remaining:
+        if not self.remaining:
+            self.paced = None
+        else:
             self.stopped = False
             self.start_skin_c = None  # a fresh headroom budget from where the skin is now
             self.held, self.samples = 0.0, []
+            # the probe clock restarts: a stale last reading counted the minutes on the frontier as
+            # 10 s held, and the rung was judged dominated on the previous rung's speed (a tuning phone)
+            if self.revised:
+                self.last_t = None
+            self.resumed = True
 
-    def frontier(self, min_duty: float) -> Frontier | None:
+    def frontier(self, min_duty: float, idle_gap_k: float | None = None) -> Frontier | None:
         """The measured frontier over the rungs measured so far, or None when none was."""
         if not self.results:
             return None
@@ -152,7 +242,7 @@ class Prober:
         # from 25 K down to 3 K and its fit was off by 3 K on a tuning phone, which dropped the best
         # rung from the hull. Half the coolest rung's gap is a cautious guess (sd8gen3 0.59, the
         # tuning phones 0.4-0.6): guessing high only makes pacing look worse than mixing rungs.
-        idle = self.idle_fraction * self.results[0][1]
+        idle = self.idle_fraction * self.results[0][1] if idle_gap_k is None else idle_gap_k
         points = [Point(act, gap, tps) for act, gap, tps in self.results]
         try:
             return Frontier(points, idle, min_duty)

@@ -38,6 +38,18 @@ class GovernorConfig:
     gap_median_n: int = 21
     prefill_settle_s: float = 12.0  # after a prefill burst the die runs hot for ~10 s: hold the gap loop
     idle_learn_s: float = 300.0  # EMA horizon of the idle gap learnt while pacing
+    # The probe revision of issue 30 (docs/governor.md, "Low-headroom phones"): the probe fits the
+    # unfiltered gap, ranks a rung as dominated only by one as fast *and* no hotter, re-hulls on the
+    # learnt idle, measures the unmeasured rungs paced at the aim, and a resumed probe restarts its
+    # clock. Off: on the wide tuning pool it cut the low-headroom misses 13 -> 7 of 100, but run once
+    # on the held-out sets it broke held-out-9013 (+0.92 °C), -9020 (ripple 0.44) and
+    # lowheadroom-held-out-9112 (0.75x) while fixing only -9110.
+    revised_probe: bool = False
+    pace_after_s: float = 120.0  # paced at the aim this long with rungs unmeasured: measure them paced
+    pace_within_s: float = 600.0  # ... in the first minutes only: later, a measurement is a swing
+    pace_below_duty: float = 0.5  # ... only when pacing this deep (a hotter rung at a high duty is a sprint)
+    paced_probe_min_duty: float = 0.1  # ... at no lower duty (a 0.05 duty's gap is sensor noise)
+    rehull_k: float = 0.1  # re-rank the rungs once the learnt idle gap has moved this far (K)
     duty_halving: float = 1.0  # past the last rung, the decode duty halves every this many positions
     min_duty: float = 0.05
     quantum: float = 0.05  # positions move in steps of this size
