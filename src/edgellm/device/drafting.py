@@ -1,10 +1,11 @@
 """Free drafts for speculative decoding: prompt lookup over the conversation, and when to use them.
 
 `NgramDrafter` proposes the tokens that followed the latest earlier occurrence of the context's
-last n tokens (n = 3, then 2, then 1) in the prompt, the session's earlier turns and the reply so
-far. `DraftPolicy` picks the draft length that maximises expected tokens per second from the
-acceptance rate seen so far and the measured cost of each forward length, and drafts nothing
-when a plain decode step is expected to be faster (the "self-disabling" of speculation).
+last n tokens (n = 3, then 2) in the prompt, the session's earlier turns and the reply so far.
+`DraftPolicy` picks the draft length that maximises expected tokens per decode step from the
+acceptance rate seen so far and the engine's fixed price of each forward length, drafts nothing
+when a plain decode step is expected to be faster (the "self-disabling" of speculation), and backs
+off after failed drafts unless the reply is copying a long match.
 """
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from edgellm.engine.config import DRAFT_LENGTHS
-from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.costs import DraftCosts
 
 MAX_NGRAM = 3
 MIN_NGRAM = 2  # 1-gram matches propose too often on open text (chosen a priori, not tuned)
+MATCH_SPAN = 16  # how far back a match is measured (a long match means the reply is copying)
+# The back-off after a draft of which nothing was accepted (DraftPolicy), chosen a priori: a failed
+# verify of 1-2 drafts costs ~0.15-0.25 of a decode step (W4A8_DRAFT_COSTS), so on open text a few
+# failures in a row are cheap, a failure every other token is not.
+BACKOFF_FIRST = 2
+BACKOFF_MAX = 32
+LONG_MATCH = 6  # a proposal after a match this long is verified even during a back-off
 
 
 class NgramDrafter:
@@ -40,20 +48,33 @@ class NgramDrafter:
             seq.append(token)
 
     def draft(self, limit: int) -> tuple[list[int], int]:
-        """Up to `limit` tokens that followed the longest matching suffix, and its length (0: none)."""
+        """Up to `limit` tokens that followed the longest matching suffix, and how many tokens
+        before them match the context's last ones (0: no match; counted up to MATCH_SPAN)."""
         seq = self.tokens
         for n in range(min(self.max_n, len(seq)), self.min_n - 1, -1):
             start = self._next.get(tuple(seq[len(seq) - n :]))
             if start is not None:
-                return seq[start : start + limit], n
+                return seq[start : start + limit], self._matched(start, n)
         return [], 0
+
+    def _matched(self, start: int, n: int) -> int:
+        """How far the match ending before `start` reaches back (n known, up to MATCH_SPAN)."""
+        seq, end = self.tokens, len(self.tokens)
+        while n < MATCH_SPAN and start - n - 1 >= 0 and seq[start - n - 1] == seq[end - n - 1]:
+            n += 1
+        return n
 
 
 @dataclass
 class DraftPolicy:
-    """Adaptive draft length for one request, from acceptance so far and measured forward costs."""
+    """Adaptive draft length for one request, from acceptance so far and fixed forward prices.
 
-    costs: ForwardCosts
+    A verified draft of which nothing was accepted starts a back-off: the next BACKOFF_FIRST, then
+    twice as many (up to BACKOFF_MAX) steps are plain, unless the proposal follows a match of
+    LONG_MATCH tokens or more (the reply is copying); a draft with an accepted token ends it.
+    """
+
+    costs: DraftCosts
     draft_max: int
     acceptance: float = 0.5  # estimated chance the next drafted token is accepted (prior)
     smoothing: float = 0.25
@@ -64,26 +85,30 @@ class DraftPolicy:
     # were chosen with a lead above the engine's tolerance (0 = no such rule; see repaired()).
     confident_needed: int = 0
     confident_run: int = 0
+    backoff: int = 0  # the length of the current back-off (0: none)
+    waiting: int = 0  # plain steps left in it
 
     def __post_init__(self) -> None:
         self.lengths = tuple(k for k in DRAFT_LENGTHS if k <= self.draft_max)
 
-    def choose(self, available: int) -> int:
-        """Draft length to verify now, given `available` draft tokens (0 = take a plain step)."""
-        plain = self.costs.estimate(1)
-        if plain is None or not self.lengths or self.confident_run < self.confident_needed:
-            return 0  # time one plain step first
-        best, best_rate = 0, 1.0 / plain
+    def choose(self, available: int, match: int = 0) -> int:
+        """Draft length to verify now, given `available` draft tokens that follow a match of `match`
+        tokens (0 = take a plain step)."""
+        if not self.lengths or self.confident_run < self.confident_needed:
+            return 0
+        if self.waiting > 0:
+            self.waiting -= 1
+            if match < LONG_MATCH:
+                return 0
+        best, best_rate = 0, 1.0  # a plain step: one token per decode step
         a = min(self.acceptance, 0.999)
         for k in self.lengths:
             if k > available:
                 break
-            cost = self.costs.estimate(k + 1)
-            if cost is None:
-                continue
             expected = (1.0 - a ** (k + 1)) / (1.0 - a)  # accepted drafts + the token the verify adds
-            if expected / cost > best_rate:
-                best, best_rate = k, expected / cost
+            rate = expected / self.costs.estimate(k + 1)
+            if rate > best_rate:
+                best, best_rate = k, rate
         return best
 
     def decided(self, sure: bool) -> None:
@@ -109,6 +134,8 @@ class DraftPolicy:
         if verified:
             self.drafted += drafted
             self.accepted += accepted
+            self.backoff = 0 if accepted else min(max(BACKOFF_FIRST, 2 * self.backoff), BACKOFF_MAX)
+            self.waiting = self.backoff
         # Per-token acceptance: accepted successes, one failure unless everything was accepted.
         trials = accepted + (0 if accepted == drafted else 1)
         rate = accepted / trials if trials else self.acceptance
