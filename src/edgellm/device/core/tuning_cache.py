@@ -3,8 +3,9 @@
 `<data_dir>/autotune.json` maps a key (the artifact id, the CPUs this process may run on, the CPU
 model and MNN version) to the `ThreadTuning` measured there; `<data_dir>/forward_costs.json` maps
 the same key plus the engine settings (threads, power, precision, …) to the `ForwardCosts` timed
-at load (the decode step the rate watch compares against, core/retune.py). Another phone, another affinity mask (Termux under a different cpuset), another
-artifact or another MNN gives another key, so it is measured afresh. A damaged file is ignored
+at load (the decode step the rate watch compares against, core/retune.py). Another phone, another
+affinity mask (Termux under a different cpuset), another artifact or another MNN gives another
+key, so it is measured afresh. A damaged file is ignored
 (and replaced on the next save): a cache miss only costs the seconds of measuring.
 
 Only clean measurements are saved: a tuning or a set of costs timed under contention
