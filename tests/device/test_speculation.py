@@ -18,13 +18,13 @@ from edgellm.common.chi2 import goodness_of_fit, two_sample
 from edgellm.device.constrain import Constraint, ConstraintKind, TokenGuide
 from edgellm.device.constrain.library import TokenizerCache
 from edgellm.device.decoding import Speculation, TokenLoop
-from edgellm.device.drafting import DraftPolicy, NgramDrafter
+from edgellm.device.drafting import LONG_MATCH, DraftPolicy, NgramDrafter
 from edgellm.device.generation import Delta, Event, Finished, GenerationJob, run_generation
 from edgellm.device.rpc.wire import job_from
 from edgellm.device.sampler import Sampler, SamplingConfig
 from edgellm.engine.artifact import open_artifact
 from edgellm.engine.config import EngineConfig
-from edgellm.engine.costs import ForwardCosts
+from edgellm.engine.costs import PRIOR_DRAFT_COSTS, DraftCosts, ForwardCosts
 from edgellm.engine.kv_cache import FeedStats, KvCache
 from edgellm.engine.kv_window import WindowPolicy
 from edgellm.v1 import device_pb2
@@ -62,13 +62,44 @@ def test_drafter_proposes_what_followed_the_longest_matching_suffix() -> None:
     assert NgramDrafter([1, 2, 3]).draft(4) == ([], 0)
 
 
+PRICES = DraftCosts(((1, 1.0), (2, 1.1), (3, 1.2), (5, 1.5), (9, 2.4)))
+
+
 def test_policy_drafts_when_acceptance_is_high_and_stops_when_it_is_low() -> None:
-    costs = ForwardCosts.fixed({1: 0.010, 2: 0.011, 3: 0.012, 5: 0.015, 9: 0.024})
-    policy = DraftPolicy(costs, draft_max=8, acceptance=0.9)
-    assert policy.choose(8) == 4  # 4.1 tokens per 15 ms beats 6.1 per 24 ms
+    policy = DraftPolicy(PRICES, draft_max=8, acceptance=0.9)
+    assert policy.choose(8) == 4  # 4.1 tokens per 1.5 steps beats 6.1 per 2.4
     for _ in range(20):
         policy.observe(4, 0)
+    policy.waiting = 0
     assert policy.choose(8) == 0  # a plain step is faster than any draft that keeps failing
+
+
+def test_policy_backs_off_after_failed_drafts_unless_the_reply_copies_a_long_match() -> None:
+    policy = DraftPolicy(PRICES, draft_max=8, acceptance=0.9)
+    policy.observe(4, 0)  # nothing accepted: 2 plain steps
+    assert [policy.choose(8) > 0 for _ in range(3)] == [False, False, True]
+    policy.observe(4, 0)  # again: twice as long
+    assert [policy.choose(8, match=2) for _ in range(4)] == [0, 0, 0, 0]
+    assert policy.choose(8, match=LONG_MATCH) > 0  # a long match is tried during a back-off
+    policy.observe(4, 1)  # something accepted: no back-off
+    assert policy.waiting == 0 and policy.choose(8) > 0
+
+
+def test_draft_lengths_follow_the_engines_fixed_prices_not_the_timings(fake_engine: FakeEngine) -> None:
+    """The same request drafts the same whatever the load-time timings said (the answer on the
+    real model: tests/device/test_speculation_restart.py)."""
+    job = GenerationJob(
+        "t", None, (("user", "Repeat:" + REPLY),), 40, SamplingConfig(), speculation=Speculation.FAST
+    )
+    runs = []
+    for seconds in ({1: 0.01, 2: 0.5, 3: 0.5, 5: 0.5, 9: 0.5}, {1: 0.5, 2: 0.01, 3: 0.01, 5: 0.01, 9: 0.01}):
+        events: list[Event] = []
+        cache = KvCache(fake_engine, WindowPolicy(), costs=ForwardCosts.fixed(seconds))
+        done = run_generation(cache, job, events.append, threading.Event())
+        runs.append(
+            ([t for e in events if isinstance(e, Delta) for t in e.token_ids], done.stats.draft_tokens)
+        )
+    assert runs[0] == runs[1] and runs[0][1] > 0
 
 
 def test_greedy_output_is_the_same_with_and_without_speculation(fake_engine: FakeEngine) -> None:
@@ -275,7 +306,7 @@ def test_the_token_loop_refuses_a_guide_with_a_drafter(fake_engine: FakeEngine) 
             lambda _: False,
             4,
             FeedStats(),
-            DraftPolicy(COSTS, 8),
+            DraftPolicy(PRIOR_DRAFT_COSTS, 8),
             None,
             guide,
         )

@@ -24,7 +24,6 @@ from edgellm.device.generation import Delta, Event, GenerationJob, Stats, run_ge
 from edgellm.device.sampler import Sampler, SamplingConfig
 from edgellm.engine.artifact import open_artifact
 from edgellm.engine.config import EngineConfig
-from edgellm.engine.costs import ForwardCosts
 from edgellm.engine.kv_cache import KvCache
 from edgellm.engine.kv_window import WindowPolicy
 from edgellm.engine.mnn import MnnEngine
@@ -50,16 +49,12 @@ def quick_prompts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def spec_cache(default_artifact: Path) -> Iterator[KvCache]:
-    """The real model loaded for drafting (draft_max 8).
-
-    Forward costs start from fixed ratios (a verify of k+1 tokens ~ 1 + 0.15k decode steps) rather
-    than a timing at load: the test must draft however loaded the machine is.
-    """
+    """The real model loaded for drafting (draft_max 8); the draft policy prices verifies by the
+    engine's fixed `draft_costs`, so the test drafts the same however loaded the machine is."""
     engine = MnnEngine(open_artifact(default_artifact), EngineConfig(threads=2, draft_max=8))
     engine.load()
     engine.warm_up(64)
-    costs = ForwardCosts.fixed({n: 0.01 * (1 + 0.15 * (n - 1)) for n in (1, 2, 3, 5, 9)})
-    yield KvCache(engine, WindowPolicy(), costs=costs)
+    yield KvCache(engine, WindowPolicy())
     engine.close()
 
 

@@ -21,6 +21,7 @@ from edgellm.common.token_table import TokenTable
 from edgellm.engine.artifact import Artifact
 from edgellm.engine.base import Logits
 from edgellm.engine.config import EngineConfig
+from edgellm.engine.costs import PRIOR_DRAFT_COSTS, DraftCosts
 from tests.fakes.fake_artifact import IM_END
 
 DEFAULT_REPLY = " The capital of France is Paris."
@@ -154,6 +155,11 @@ class FakeEngine:
             self._decoded += 1
             rows.append(self._logits())
         return np.stack(rows)
+
+    @property
+    def draft_costs(self) -> DraftCosts:
+        """The prior (+15% a drafted token): no real kernels to price."""
+        return PRIOR_DRAFT_COSTS
 
     @property
     def logit_tolerance(self) -> float:

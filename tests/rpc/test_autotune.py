@@ -134,8 +134,9 @@ def test_a_damaged_tuning_cache_is_ignored(tmp_path: Path) -> None:
 async def test_a_restart_reuses_the_forward_costs_timed_for_the_same_settings(
     fake_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The draft policy's costs are timed once per (artifact, CPUs, engine settings): a restart
-    drafts with the same lengths, so its `fast` greedy and seeded sampled answers stay the same."""
+    """The forward costs are timed once per (artifact, CPUs, engine settings): a restart does not
+    spend its load time timing them again (they no longer decide draft lengths: the restart test
+    of a `fast` answer is tests/device/test_speculation_restart.py)."""
     timed: list[int] = []
     measure = measure_forward_costs
 

@@ -246,8 +246,8 @@ class TokenLoop:
         room = min(self.max_new - self.result.generated, self.cache.room_for_draft() - 1)
         if room <= 0:
             return []
-        proposal, _ = self.drafter.draft(self.policy.draft_max)
-        k = self.policy.choose(min(room, len(proposal)))
+        proposal, match = self.drafter.draft(self.policy.draft_max)
+        k = self.policy.choose(min(room, len(proposal)), match)
         if k == 0 and proposal and not self._shadow:
             self._shadow, self._shadow_at = proposal, 0
         return proposal[:k]
@@ -273,7 +273,8 @@ CALIBRATION_TEXT = "The history of the city begins with a small harbour on the r
 def measure_forward_costs(engine: Engine, costs: ForwardCosts, prompt: list[int], repeats: int = 5) -> None:
     """Time a decode step and each verify length the loop uses, after a prefill of `prompt`; then reset.
 
-    Run at load (after the warm-up) so the draft policy starts from this device's real costs.
+    Run at load (after the warm-up): the rate watch's promised decode step, and the verify costs
+    bench/bench_spec.py reports. The draft policy never reads them (`Engine.draft_costs`).
     """
     if engine.draft_max <= 0 or not prompt:
         return

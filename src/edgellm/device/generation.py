@@ -241,7 +241,7 @@ def _drafting(
     # Exact greedy over inexact batches (MNN W4A8): draft only inside confident stretches,
     # where a repair (docs/speculation.md, "Greedy identity") is unlikely to take the gain back.
     confident = CONFIDENT_RUN if exact and job.sampling.greedy and engine.logit_tolerance > 0 else 0
-    return DraftPolicy(cache.costs, engine.draft_max, confident_needed=confident), NgramDrafter(ids)
+    return DraftPolicy(engine.draft_costs, engine.draft_max, confident_needed=confident), NgramDrafter(ids)
 
 
 def _stats(

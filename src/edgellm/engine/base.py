@@ -12,6 +12,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from edgellm.engine.costs import DraftCosts
+
 Logits = npt.NDArray[np.float32]
 
 
@@ -91,6 +93,10 @@ class Engine(Protocol):
     @property
     def draft_max(self) -> int:
         """The longest draft verify() accepts after the fed token (0: the engine cannot verify)."""
+
+    @property
+    def draft_costs(self) -> DraftCosts:
+        """Fixed prices of each forward length in decode steps, for the draft policy (never timed)."""
 
     @property
     def logit_tolerance(self) -> float:

@@ -15,6 +15,7 @@ from edgellm.common.token_table import TokenTable
 from edgellm.engine.artifact import Artifact, check_loadable
 from edgellm.engine.base import Logits, last_row
 from edgellm.engine.config import EngineConfig, verify_lengths
+from edgellm.engine.costs import FLOAT_DRAFT_COSTS, W4A8_DRAFT_COSTS, DraftCosts
 from edgellm.engine.mnn_paths import artifact_label
 
 log = get_logger(__name__)
@@ -168,6 +169,11 @@ class MnnEngine:
     def draft_max(self) -> int:
         """The longest draft verify() takes (EngineConfig.draft_max)."""
         return self.config.draft_max
+
+    @property
+    def draft_costs(self) -> DraftCosts:
+        """Fixed forward prices for the draft policy: W4A8 (`memory: low`) or float weights."""
+        return W4A8_DRAFT_COSTS if self.config.memory == "low" else FLOAT_DRAFT_COSTS
 
     @property
     def logit_tolerance(self) -> float:

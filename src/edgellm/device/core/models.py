@@ -187,8 +187,8 @@ class ModelLifecycle:
             check_forward(engine)
             return ForwardCosts()
         engine.warm_up(loading.warmup_tokens(self.config, policy, engine.context_length))
-        # The draft policy prices verify lengths by these. Without a warm-up nothing is timed and
-        # drafting stays off.
+        # Timed for the rate watch (core/retune.py) and telemetry only: the draft policy prices
+        # verifies by the engine's fixed `draft_costs`, so these timings never change tokens.
         return self.tuner.forward_costs(artifact, engine, engine_config)
 
     # -- re-checking measured choices (core/retune.py) ----------------------------------------------

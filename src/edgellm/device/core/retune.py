@@ -1,6 +1,6 @@
 """When a measured choice has gone stale: the live decode rate against the rate it was chosen at.
 
-The thread count (autotune) and the draft policy's forward costs are measured at load and cached
+The thread count (autotune) and the forward costs (a decode step's time) are measured at load and cached
 per (artifact, CPUs, engine settings) in the data dir. If the machine was busy while they were
 timed, they stay wrong at every later start. `RateWatch` compares each finished request's decode
 rate with the rate the choice promised; when the last WINDOW comparable requests all ran below

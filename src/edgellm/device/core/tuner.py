@@ -1,4 +1,4 @@
-"""The measured choices of a load: the thread count (autotune) and the draft policy's forward costs.
+"""The measured choices of a load: the thread count (autotune) and the forward costs it promises.
 
 Both are cached per artifact and settings (core/tuning_cache.py) and re-checked when the live decode
 rate disagrees with what the choice promised (core/retune.py): `fresh` measures again.
@@ -72,8 +72,10 @@ class Tuner:
         return replace(engine_config, threads=self.tuning.threads)
 
     def forward_costs(self, artifact: Artifact, engine: Engine, engine_config: EngineConfig) -> ForwardCosts:
-        """The draft policy's forward costs: saved by an earlier start with the same settings, or
-        timed now (a few dozen forwards; none when draft_max is 0) and saved (core/tuning_cache.py)."""
+        """The timed forward costs (the rate watch's promised decode step when threads are pinned; the
+        draft policy uses the engine's fixed `draft_costs`, never these): saved by an earlier start
+        with the same settings, or timed now (a few dozen forwards; none when draft_max is 0) and
+        saved (core/tuning_cache.py)."""
         if engine.draft_max <= 0:
             return ForwardCosts()
         store = CostsCache(self.data_dir)

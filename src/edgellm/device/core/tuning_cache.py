@@ -2,18 +2,18 @@
 
 `<data_dir>/autotune.json` maps a key (the artifact id, the CPUs this process may run on, the CPU
 model and MNN version) to the `ThreadTuning` measured there; `<data_dir>/forward_costs.json` maps
-the same key plus the engine settings (threads, power, precision, …) to the draft policy's
-`ForwardCosts`. Another phone, another affinity mask (Termux under a different cpuset), another
-artifact or another MNN gives another key, so it is measured afresh. A damaged file is ignored
+the same key plus the engine settings (threads, power, precision, …) to the `ForwardCosts` timed
+at load (the decode step the rate watch compares against, core/retune.py). Another phone, another
+affinity mask (Termux under a different cpuset), another artifact or another MNN gives another
+key, so it is measured afresh. A damaged file is ignored
 (and replaced on the next save): a cache miss only costs the seconds of measuring.
 
 Only clean measurements are saved: a tuning or a set of costs timed under contention
 (core/contention.py) is used for that load and measured again at the next idle moment
 (core/retune.py); each tuning keeps when it was measured, shown as its age by `edgellm status`.
 
-Why keep the forward costs: they decide the draft lengths, and with them which positions run
-batched; on MNN's W4A8 kernels that can move a near-tie (docs/speculation.md), so re-timing them
-at every start would let a `fast` greedy answer, or a seeded sampled one, change after a restart.
+The forward costs no longer decide draft lengths (issue 31): the draft policy prices verifies by
+the engine's fixed `DraftCosts`, so no timing here can change a `fast` or seeded answer.
 """
 
 from __future__ import annotations
