@@ -126,9 +126,9 @@ class Prober:
         Probing stops when the skin nears the aim; a rung that after `speed_s` is no faster than a
         cooler one is skipped without waiting for its gap (it is dominated: the ladder runs cool to
         hot; revised: only by one as fast and no hotter). gap_k None (revised: after a prefill burst):
-        the clock runs, the reading stays out of the fit. Stopping on the skin model's sustainable gap instead was tried and dropped: with
-        minutes of data the model is still the prior, which stopped a phone with a 2.6 K/W hotspot
-        after its first rung (0.53× the oracle).
+        the clock runs, the reading stays out of the fit. Stopping on the skin model's sustainable
+        gap instead was tried and dropped: with minutes of data the model is still the prior, which
+        stopped a phone with a 2.6 K/W hotspot after its first rung (0.53× the oracle).
         """
         dt = 0.0 if self.last_t is None else min(max(now - self.last_t, 0.0), 10.0)
         self.last_t = now
