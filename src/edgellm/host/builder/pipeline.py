@@ -118,9 +118,23 @@ def quantize(
     progress(0.0, "calibrate: tokenizing calibration text")
     calib = loaded.calibration(plan)
     # A copy keeps the fp model for later builds and the evaluation's fp column: a second model.
+    stream = loaded.stream
+    if stream is not None and not in_place:
+        raise ValueError("a streamed model is quantized in place only (build_artifact consume=True)")
+    if stream is not None and any(s.method == "awq" for s in _specs(loaded.model, plan)):
+        # AWQ folds its scales into norms and saves the whole model for the export.
+        raise ValueError("AWQ needs the whole model loaded (LoadedModel.open streamed=False)")
     qmodel = loaded.model if in_place else copy.deepcopy(loaded.model)
-    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95), device(loaded.device))
+    materialize = None if stream is None else stream.layer
+    on = device(loaded.device)
+    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95), on, materialize)
+    if stream is not None:
+        stream.quantized = weights  # later forwards (the gate's reference logits) load these integers
     return Quantized(qmodel, weights, scales, time.perf_counter() - start, time.process_time() - cpu)
+
+
+def _specs(model: Any, plan: QuantPlan) -> list[Any]:
+    return list(plan.resolve(adapter_for(model).linear_names(model)).values())
 
 
 def build_artifact(
