@@ -181,6 +181,8 @@ def build_artifact(
             # AWQ folds scales into norms; otherwise only linears changed, and those are carried.
             weights_dir=None if quantized.scales else loaded.hf_dir,
         )
+        if consume:
+            _drop_integers(quantized, loaded)
         tokenizer = _finish(staging, loaded, plan, facts)
         seconds["export"] = round(time.perf_counter() - step, 2)
         gate = (fp, ref_logits)
@@ -353,6 +355,18 @@ def _release(quantized: Quantized, fp: FpReference | None) -> np.ndarray | None:
     quantized.model.to("meta")  # the module tree stays (names, config); its storage is released
     gc.collect()
     return logits
+
+
+def _drop_integers(quantized: Quantized, loaded: LoadedModel) -> None:
+    """Free the integer weights once they are in the artifact (read back exactly by the export).
+
+    Why: codes are one byte per weight plus fp32 [zero, scale] per block: ~0.6x the fp16 size,
+    held through the gate for nothing.
+    """
+    quantized.weights.clear()
+    if loaded.stream is not None:
+        loaded.stream.quantized = {}
+    gc.collect()
 
 
 def _quantization(loaded: LoadedModel, plan: QuantPlan, quantized: Quantized, exact: bool) -> Quantization:
