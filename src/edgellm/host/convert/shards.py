@@ -108,12 +108,7 @@ def load_without_linears(hf_dir: Path) -> nn.Module:
     model: Any = skeleton(hf_dir, getattr(torch, dtype) if isinstance(dtype, str) else dtype)
     tie_embeddings(model)
     params = untied_parameters(model)
-    fake = {f"{name}.weight" for name, m in model.model.layers.named_modules(prefix="model.layers")}
-    fake = {
-        n for n in fake if n in params and isinstance(model.get_submodule(n[: -len(".weight")]), nn.Linear)
-    }
-    if getattr(config, "tie_word_embeddings", False):
-        fake.add(next(n for n, p in params.items() if p is model.get_input_embeddings().weight))
+    fake = _carried_weights(model, params, tied=bool(getattr(config, "tie_word_embeddings", False)))
     with torch.no_grad():
         for name in fake:
             set_parameter(model, name, placeholder(params[name].shape))
@@ -122,3 +117,12 @@ def load_without_linears(hf_dir: Path) -> nn.Module:
     tie_embeddings(model)
     loaded: nn.Module = model
     return loaded
+
+
+def _carried_weights(model: Any, params: Mapping[str, nn.Parameter], *, tied: bool) -> set[str]:
+    """Names of the decoder linears' weights, and of the embedding when lm_head shares it."""
+    layers = model.model.layers.named_modules(prefix="model.layers")
+    names = {f"{n}.weight" for n, m in layers if isinstance(m, nn.Linear)}
+    if tied:
+        names.add(next(n for n, p in params.items() if p is model.get_input_embeddings().weight))
+    return names & set(params)
