@@ -63,6 +63,13 @@ def skeleton(hf_dir: Path, dtype: torch.dtype = torch.float32) -> nn.Module:
     with init_empty_weights(include_buffers=False):
         model: nn.Module = AutoModelForCausalLM.from_config(config, dtype=dtype)  # type: ignore[no-untyped-call]
     model.eval()
+    for module in model.modules():
+        for name, buf in module._buffers.items():
+            if buf is not None and getattr(buf, "_is_buffer", False):
+                # Why: built through nn.Buffer, the tensor carries `_is_buffer`; llmexport's Embedding
+                # then assigns it over a float attribute and torch refuses ("attribute 'embed_scale'
+                # already exists": Gemma-2). from_pretrained re-creates these as plain tensors.
+                module._buffers[name] = buf.detach()
     return model
 
 
