@@ -6,7 +6,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import structlog
 
 from edgellm.common.manifest import ModelShape, Source
 from edgellm.host.builder.source import checkpoint, model_shape, resolve_source
@@ -15,17 +17,43 @@ from edgellm.host.quantize.adapter import adapter_for
 from edgellm.host.quantize.families import check_supported
 from edgellm.host.quantize.plan import Calibration, QuantPlan
 
+if TYPE_CHECKING:
+    from edgellm.host.builder.streamed import LayerStream
+
 T = TypeVar("T")
+log = structlog.get_logger(__name__)
 
 
 def load_model(hf_dir: Path) -> tuple[Any, Any]:
     """fp32 model (in eval mode) and tokenizer of a Hugging Face checkpoint."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32)
     model.eval()  # type: ignore[no-untyped-call]
-    return model, AutoTokenizer.from_pretrained(str(hf_dir))
+    return model, load_tokenizer(hf_dir)
+
+
+def load_tokenizer(hf_dir: Path) -> Any:
+    """The checkpoint's tokenizer."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(hf_dir))
+
+
+def _open_stream(hf_dir: Path) -> LayerStream | None:
+    """A streamed model of ``hf_dir``, or None when its layers cannot be read one at a time."""
+    from edgellm.host.builder.streamed import open_streamed, streamable
+
+    if not streamable(hf_dir):
+        log.info("stream_unavailable", reason="no safetensors shards", hf_dir=str(hf_dir))
+        return None
+    try:
+        _, stream = open_streamed(hf_dir)
+    except KeyError as exc:
+        log.info("stream_unavailable", reason=str(exc), hf_dir=str(hf_dir))
+        return None
+    return stream
 
 
 @dataclass
@@ -38,17 +66,29 @@ class LoadedModel:
     tokenizer: Any
     evaluation: EvalConfig
     device: str = "cpu"  # where quantization computes (quantize/device.py), resolved already
+    stream: LayerStream | None = None  # set when the decoder layers are read one at a time
     _calibration: dict[Calibration, Any] = field(default_factory=dict, repr=False)
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, model: str, evaluation: EvalConfig | None = None, device: str = "cpu") -> LoadedModel:
-        """Resolve ``model`` ("default" or an HF checkpoint dir) and load it in fp32 (on the CPU)."""
+    def open(
+        cls, model: str, evaluation: EvalConfig | None = None, device: str = "cpu", *, streamed: bool = False
+    ) -> LoadedModel:
+        """Resolve ``model`` ("default" or an HF checkpoint dir) and load it in fp32 (on the CPU).
+
+        ``streamed``: only the parts outside the decoder layers are loaded; each layer is read from
+        the safetensors shards when used (builder/streamed.py). Falls back to the whole model for a
+        checkpoint whose tensor names transformers converts while loading.
+        """
         check_supported(model)
         source = resolve_source(model)
         hf_dir = checkpoint(source)
-        fp, tokenizer = load_model(hf_dir)
-        return cls(source, hf_dir, fp, tokenizer, evaluation or EvalConfig(), device)
+        stream = _open_stream(hf_dir) if streamed else None
+        if stream is None:
+            fp, tokenizer = load_model(hf_dir)
+        else:
+            fp, tokenizer = stream.model, load_tokenizer(hf_dir)
+        return cls(source, hf_dir, fp, tokenizer, evaluation or EvalConfig(), device, stream)
 
     @cached_property
     def eval_ids(self) -> list[int]:

@@ -118,9 +118,23 @@ def quantize(
     progress(0.0, "calibrate: tokenizing calibration text")
     calib = loaded.calibration(plan)
     # A copy keeps the fp model for later builds and the evaluation's fp column: a second model.
+    stream = loaded.stream
+    if stream is not None and not in_place:
+        raise ValueError("a streamed model is quantized in place only (build_artifact consume=True)")
+    if stream is not None and any(s.method == "awq" for s in _specs(loaded.model, plan)):
+        # AWQ folds its scales into norms and saves the whole model for the export.
+        raise ValueError("AWQ needs the whole model loaded (LoadedModel.open streamed=False)")
     qmodel = loaded.model if in_place else copy.deepcopy(loaded.model)
-    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95), device(loaded.device))
+    materialize = None if stream is None else stream.layer
+    on = device(loaded.device)
+    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95), on, materialize)
+    if stream is not None:
+        stream.quantized = weights  # later forwards (the gate's reference logits) load these integers
     return Quantized(qmodel, weights, scales, time.perf_counter() - start, time.process_time() - cpu)
+
+
+def _specs(model: Any, plan: QuantPlan) -> list[Any]:
+    return list(plan.resolve(adapter_for(model).linear_names(model)).values())
 
 
 def build_artifact(
@@ -167,6 +181,8 @@ def build_artifact(
             # AWQ folds scales into norms; otherwise only linears changed, and those are carried.
             weights_dir=None if quantized.scales else loaded.hf_dir,
         )
+        if consume:
+            _drop_integers(quantized, loaded)
         tokenizer = _finish(staging, loaded, plan, facts)
         seconds["export"] = round(time.perf_counter() - step, 2)
         gate = (fp, ref_logits)
@@ -339,6 +355,18 @@ def _release(quantized: Quantized, fp: FpReference | None) -> np.ndarray | None:
     quantized.model.to("meta")  # the module tree stays (names, config); its storage is released
     gc.collect()
     return logits
+
+
+def _drop_integers(quantized: Quantized, loaded: LoadedModel) -> None:
+    """Free the integer weights once they are in the artifact (read back exactly by the export).
+
+    Why: codes are one byte per weight plus fp32 [zero, scale] per block: ~0.6x the fp16 size,
+    held through the gate for nothing.
+    """
+    quantized.weights.clear()
+    if loaded.stream is not None:
+        loaded.stream.quantized = {}
+    gc.collect()
 
 
 def _quantization(loaded: LoadedModel, plan: QuantPlan, quantized: Quantized, exact: bool) -> Quantization:

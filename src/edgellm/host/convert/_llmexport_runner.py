@@ -140,6 +140,41 @@ def _exported_facts(model: Any, config: Any) -> dict[str, Any]:
     ).to_json()
 
 
+CARRIED = "--edgellm_carried_linears"  # our flag (removed before llmexport parses its own)
+
+
+def _skip_carried_linears() -> None:
+    """Load no decoder-linear weight and write zeros for them: the builder carries its integers over."""
+    # Why: llmexport loads the whole checkpoint (a 1B bf16 model: 6.6 GiB peak in this child)
+    # and quantizes every linear, then `quantize/export.py:carry_weights` overwrites each of
+    # those codes and [zero, scale] pairs with ours. Only the layout (offsets, lengths, headers:
+    # shapes and bits, never values) and the non-linear weights are needed from this child.
+    from utils import mnn_converter, model  # type: ignore[import-not-found]
+
+    from edgellm.host.convert.shards import is_placeholder, load_without_linears
+
+    class _Loader:
+        @staticmethod
+        def from_pretrained(path: str, **_kwargs: Any) -> Any:
+            return load_without_linears(Path(path))
+
+    model.LlmModel.get_model_class = staticmethod(lambda _model_type: _Loader)
+    quant = mnn_converter.MNNConverter.quant
+
+    def skip_placeholders(self: Any, weight: Any, bits: int, block: int, symmetric: bool) -> Any:
+        if not is_placeholder(weight):
+            return quant(self, weight, bits, block, symmetric)
+        import torch
+
+        # llmexport's own --skip_weight sizes (its MNNConverter.quant): packed codes, alpha pairs.
+        oc, ic = weight.shape
+        blocks = ic // (block or ic)
+        alpha = torch.zeros(oc * blocks * (1 if symmetric else 2), dtype=torch.float32)
+        return torch.zeros((oc * ic * bits + 7) // 8, dtype=torch.uint8), alpha
+
+    mnn_converter.MNNConverter.quant = skip_placeholders
+
+
 def _block_mnn_telemetry() -> None:
     """Keep pymnn's converter from pip-installing a logging SDK and phoning home."""
     # Why: MNN.tools.mnnconvert imports MNN.tools.utils.log, which runs
@@ -153,6 +188,9 @@ def main(argv: list[str]) -> int:
     """Parse llmexport's own flags, export, then record what the graph computes (export_facts)."""
     _block_mnn_telemetry()
     _patch_config()
+    if CARRIED in argv:
+        argv = [a for a in argv if a != CARRIED]
+        _skip_carried_linears()
     from llmexport import LlmExporter, build_args
 
     from edgellm.host.convert.export_facts import LLM_CONFIG_KEY

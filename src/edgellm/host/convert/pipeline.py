@@ -66,7 +66,8 @@ def convert(
     plan.check_widths(input_widths(resolve_source(model)))
     on = str(choose_device(device))  # cuda without a GPU is refused here, before the load
     progress(0.0, "load: fp model")
-    loaded = LoadedModel.open(model, EvalConfig(), on)
+    # Streamed: never the whole model in fp32, one decoder layer at a time (docs/quantization.md).
+    loaded = LoadedModel.open(model, EvalConfig(), on, streamed=True)
     result = build_artifact(
         loaded, plan, out_dir, builder="convert", measure=CONVERT_MEASURE, force=force, consume=True,
         progress=progress,

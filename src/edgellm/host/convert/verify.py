@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -107,28 +108,39 @@ def torch_next_tokens(model: Any, prompts_ids: list[list[int]]) -> list[int]:
 
 @dataclass(frozen=True)
 class MnnScores:
-    """Logits [T, V] through both MNN code paths, and greedy next tokens for PROMPTS."""
+    """Each MNN code path's logits [T, V] reduced by the caller, and greedy next tokens for PROMPTS."""
 
-    prefill: np.ndarray
-    decode: np.ndarray
+    prefill: Any
+    decode: Any
     next_tokens: list[int]
     prefill_seconds: float
     decode_seconds: float
 
 
-def mnn_scores(artifact_dir: Path, ids: list[int], prompts_ids: list[list[int]]) -> MnnScores:
-    """Score ``ids`` with one prefill (all logits) and token by token (decode path)."""
+def mnn_scores(
+    artifact_dir: Path,
+    ids: list[int],
+    prompts_ids: list[list[int]],
+    reduce: Callable[[np.ndarray], Any] = lambda logits: logits,
+) -> MnnScores:
+    """Score ``ids`` with one prefill (all logits) and token by token (decode path).
+
+    Each path's [T, V] logits go through ``reduce`` (the gate's figures) as soon as they exist, so
+    that the two arrays are never held together (0.6 GB each at Qwen's vocabulary).
+    """
     # all_logits makes forward() return [T, V] instead of only the last position; it must be
     # set before load() (toggling it later re-clones the module).
     model = MnnLlm.open(artifact_dir / "config.json", {"thread_num": host_threads(), "all_logits": True})
     start = time.perf_counter()
-    prefill = rows(model.forward(ids))
+    prefill = reduce(rows(model.forward(ids)))
     prefill_seconds = time.perf_counter() - start
     # Decode path: one token per forward, as generation runs. With "memory": "low" MNN
     # quantizes activations for multi-token prefill, so the two paths differ measurably.
     start = time.perf_counter()
-    decode = decode_each(model, ids)
+    logits = decode_each(model, ids)
     decode_seconds = time.perf_counter() - start
+    decode = reduce(logits)
+    del logits
     nexts = []
     for prompt in prompts_ids:
         model.reset()
@@ -185,9 +197,11 @@ def verify(
         ref_logits = torch_logits(model if reference is None else reference, ids)
     quant_ppl = perplexity(ref_logits, ids)
     log.info("torch_reference_done", ppl=round(torch_ppl, 4), quant_ppl=round(quant_ppl, 4))
-    scores = mnn_scores(artifact_dir, ids, prompts_ids)
-    ppl = {path: perplexity(getattr(scores, path), ids) for path in PATHS}
-    fid = {path: fidelity(ref_logits, getattr(scores, path)) for path in PATHS}
+    scores = mnn_scores(
+        artifact_dir, ids, prompts_ids, lambda x: (perplexity(x, ids), fidelity(ref_logits, x))
+    )
+    ppl = {path: getattr(scores, path)[0] for path in PATHS}
+    fid = {path: getattr(scores, path)[1] for path in PATHS}
     mnn_ppl = max(ppl.values())
     agree = sum(a == b for a, b in zip(torch_next, scores.next_tokens, strict=True))
     result = Checks(

@@ -62,4 +62,11 @@ class MnnScorer:
 def decode_each(llm: MnnLlm, ids: list[int]) -> np.ndarray:
     """From an empty cache, feed ``ids`` one token per forward (the generation path): logits [T, V]."""
     llm.reset()
-    return np.concatenate([rows(llm.forward([t]))[-1:] for t in ids])
+    # Filled in place: a list of rows then np.concatenate held [T, V] twice (1.2 GB at T=1,024 and
+    # Qwen's 151,936-token vocabulary, the conversion gate's peak).
+    first = rows(llm.forward([ids[0]]))[-1]
+    out = np.empty((len(ids), first.shape[-1]), dtype=first.dtype)
+    out[0] = first
+    for i, t in enumerate(ids[1:], 1):
+        out[i] = rows(llm.forward([t]))[-1]
+    return out

@@ -8,6 +8,7 @@ the torch quantized model that evaluation compares against the MNN artifact.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 
 import structlog
 import torch
@@ -22,6 +23,8 @@ from edgellm.host.quantize.plan import LayerSpec, QuantPlan
 
 log = structlog.get_logger(__name__)
 Progress = Callable[[float, str], None]
+# Brings decoder layer i into memory for the block (a streamed model's; builder/streamed.py).
+Materialize = Callable[[int], AbstractContextManager[object]]
 
 
 def _noop(_fraction: float, _message: str) -> None:
@@ -83,11 +86,15 @@ def quantize_model(
     calib_ids: torch.Tensor | None,
     progress: Progress = _noop,
     device: torch.device = CPU,
+    materialize: Materialize | None = None,
 ) -> tuple[dict[str, QuantizedWeight], list[AwqScale]]:
     """Quantize ``model`` in place per ``plan``; return integer weights by module name and AWQ scales.
 
     Each decoder layer is computed on ``device`` (device.py), one at a time; the model stays on the CPU.
+    ``materialize(i)`` holds layer i in memory while it is quantized (a streamed model's layers are
+    read from the checkpoint only then); the calibration's hidden states are all that pass between.
     """
+    enter = materialize or (lambda _i: nullcontext())
     adapter = adapter_for(model)
     specs = plan.resolve(adapter.linear_names(model))
     needs_data = any(s.method != "rtn" for s in specs.values())
@@ -103,7 +110,7 @@ def quantize_model(
     for i, layer in enumerate(layers):
         prefix = f"model.layers.{i}."
         spec = {k.removeprefix(prefix): v for k, v in specs.items() if k.startswith(prefix)}
-        with layer_on(device, layer, *aux):
+        with enter(i), layer_on(device, layer, *aux):
             hidden = _quantize_layer(adapter, model, i, hidden, spec, plan, out, scales)
         progress((i + 1) / (len(layers) + 1), f"layer {i + 1}/{len(layers)} quantized")
     out["lm_head"] = quantize_lm_head(model, plan)
@@ -173,14 +180,28 @@ def _quantize_linear(lin: nn.Linear, v: LayerSpec, plan: QuantPlan, gptq: GPTQ |
     return q
 
 
-def quantize_lm_head(model: nn.Module, plan: QuantPlan) -> QuantizedWeight:
+@torch.no_grad()
+def quantize_lm_head(model: nn.Module, plan: QuantPlan, rows: int = 8192) -> QuantizedWeight:
     """RTN-quantize the output embedding in place at the plan's lm_head bits/block; return it."""
     lm_head = model.get_output_embeddings()  # type: ignore[operator]
     if not isinstance(lm_head, nn.Linear):
         raise TypeError("model has no linear output embedding")
-    q = rtn_quantize(lm_head.weight, plan.lm_head_bits, plan.lm_head_block)
-    lm_head.weight.copy_(q.dequantize().to(lm_head.weight.dtype))
-    return q
+    w = lm_head.weight  # [V, H]
+    # Why by rows: rows are quantized independently (the result is the same bits), and the whole
+    # [V, H] at once took ~4 fp32 temporaries of it: 4 GB at Llama-3's 128,256 x 2,048, the
+    # largest transient of a streamed convert.
+    parts = []
+    for a in range(0, w.shape[0], rows):
+        q = rtn_quantize(w[a : a + rows], plan.lm_head_bits, plan.lm_head_block)
+        w[a : a + rows].copy_(q.dequantize().to(w.dtype))
+        parts.append(q)
+    return QuantizedWeight(
+        codes=torch.cat([q.codes for q in parts]),
+        scale=torch.cat([q.scale for q in parts]),
+        zero=torch.cat([q.zero for q in parts]),
+        bits=parts[0].bits,
+        block=parts[0].block,
+    )
 
 
 def _feeds(prev: nn.Module, group: ScaleGroup, first: nn.Module) -> bool:

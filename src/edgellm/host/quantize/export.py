@@ -25,6 +25,7 @@ from edgellm.host.quantize.grid import QuantizedWeight
 from edgellm.host.quantize.plan import QuantPlan
 
 RunExport = Callable[[Path, Path, Sequence[str]], None]
+CARRIED_LINEARS = "--edgellm_carried_linears"  # _llmexport_runner.CARRIED (not importable: child-only)
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _CONFIG_FILES = (
     "config.json",
@@ -99,6 +100,8 @@ def export_artifact(
         "--quant_bit", str(plan.bits), "--quant_block", str(plan.block),
         "--lm_quant_bit", str(plan.lm_head_bits), "--lm_quant_block", str(plan.lm_head_block),
         "--quant_config", str(qconf.resolve()),
+        # Every linear's integers are carried below, so llmexport loads and quantizes none of them.
+        CARRIED_LINEARS,
     ]  # fmt: skip
     try:
         run_export(staging, out_dir, extra)
