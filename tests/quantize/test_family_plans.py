@@ -6,7 +6,9 @@ takes the plans on through export, the conversion gate and the daemon.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +19,7 @@ from edgellm.host.quantize.auto import plan_for
 from edgellm.host.quantize.grid import rtn_quantize
 from edgellm.host.quantize.plan import PlanError, plan_from_json, preset
 from tests.tiny_families import FAMILIES as TINY
-from tests.tiny_families import tiny_model
+from tests.tiny_families import tiny_config, tiny_model
 
 KINDS = sorted(TINY)
 LAYERS = 4  # tests/tiny_families.py
@@ -139,3 +141,35 @@ def test_an_auto_plan_re_applies_to_each_family_with_the_same_integers(family: s
     for name, q in picked.items():
         assert (again[name].bits, again[name].block) == (q.bits, q.block), name
         assert torch.equal(again[name].codes, q.codes), name
+
+
+SPLIT_QKV = json.dumps({"rules": [{"pattern": "*.self_attn.q_proj", "bits": 8}]})
+
+
+def test_the_cli_refuses_a_plan_splitting_phi3s_qkv_from_config_json_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No weight file at all: the plan is checked against a meta-device model before any load."""
+    from edgellm.cli import main
+
+    tiny_config("phi3").save_pretrained(str(tmp_path / "phi3"))
+    code = main(
+        ["quantize", "--model", str(tmp_path / "phi3"), "--plan", SPLIT_QKV, "-o", str(tmp_path / "out")]
+    )
+    assert code == 2
+    assert "self_attn.qkv_proj is one fused tensor" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_host_service_refuses_a_plan_the_family_cannot_take_as_invalid_argument(tmp_path: Path) -> None:
+    from edgellm.common.errors import InvalidArgument
+    from edgellm.host.job_rpcs import check_quantize
+    from edgellm.v1 import host_pb2
+
+    tiny_config("qwen3").save_pretrained(str(tmp_path / "qwen3"))
+    plan = json.dumps({"rules": [{"pattern": "*.self_attn.k_norm", "bits": 8}]})
+    request = host_pb2.QuantizeRequest(
+        model=str(tmp_path / "qwen3"), plan=plan, output_dir=str(tmp_path / "o")
+    )
+    with pytest.raises(InvalidArgument, match=r"bad plan: rule '\*\.self_attn\.k_norm' matches no linear"):
+        check_quantize(request)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgellm.common.errors import InvalidArgument
 from edgellm.common.paths import data_dir
 from edgellm.common.runtime import KV_CACHE_MODES
 from edgellm.host.evaluate.evaluate import is_evaluation_text
@@ -28,8 +29,8 @@ DEFAULT_BLOCK = 64
 _BLOCK_CANDIDATES = (16, 32, 64, 128, 192, 256)
 
 
-class PlanError(ValueError):
-    """A plan that cannot be applied to this model, with the reason."""
+class PlanError(InvalidArgument):
+    """A plan that cannot be applied to this model, with the reason (INVALID_ARGUMENT in a job too)."""
 
 
 @dataclass(frozen=True)
