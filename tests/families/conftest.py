@@ -26,6 +26,7 @@ from tests.tiny_families import build_tiny
 GPTQ_SAMPLES = 8
 GPTQ_SEQ_LEN = 64
 _MEMO: dict[str, FamilyBuild] = {}
+_CHECKPOINTS: dict[str, Path] = {}
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,18 @@ class FamilyBuild:
 def family_build(family: str, tmp_path_factory: pytest.TempPathFactory) -> FamilyBuild:
     """The memoised build of FAMILY (checkpoint, gated convert, gated GPTQ INT4)."""
     if family not in _MEMO:
-        _MEMO[family] = _build(family, tmp_path_factory.mktemp(f"family-{family}"))
+        _MEMO[family] = _build(family, tmp_path_factory.mktemp(f"family-{family}"), tmp_path_factory)
     return _MEMO[family]
 
 
-def _build(family: str, root: Path) -> FamilyBuild:
+def family_checkpoint(family: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """FAMILY's tiny checkpoint with its chat template, built once per session (family_build's too)."""
+    if family not in _CHECKPOINTS:
+        _CHECKPOINTS[family] = build_tiny(family, tmp_path_factory.mktemp(f"hf-{family}"), chat=True)
+    return _CHECKPOINTS[family]
+
+
+def _build(family: str, root: Path, tmp_path_factory: pytest.TempPathFactory) -> FamilyBuild:
     from edgellm.host.builder.loaded import LoadedModel
     from edgellm.host.builder.pipeline import Measure, build_artifact
     from edgellm.host.convert.pipeline import convert
@@ -56,7 +64,7 @@ def _build(family: str, root: Path) -> FamilyBuild:
 
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    hf = build_tiny(family, root / "hf", chat=True)
+    hf = family_checkpoint(family, tmp_path_factory)
     seconds["checkpoint"] = time.perf_counter() - start
     start = time.perf_counter()
     converted = convert(str(hf), root / "converted")  # INT4 b32, lm_head INT8: the default preset

@@ -105,7 +105,7 @@ class LoadedModel:
         """Calibration ids [samples, seq_len] for the plan; None when every linear is RTN."""
         from edgellm.host.quantize.calibration import calibration_ids
 
-        if all(plan.spec_for(n).method == "rtn" for n in adapter_for(self.model).linear_names(self.model)):
+        if all(s.method == "rtn" for s in adapter_for(self.model).resolve(plan, self.model).values()):
             return None
         if plan.calibration not in self._calibration:
             self._calibration[plan.calibration] = calibration_ids(self.tokenizer, plan.calibration)

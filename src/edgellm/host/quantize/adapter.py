@@ -9,13 +9,15 @@ differently is a field here, each with its own test (tests/quantize/test_familie
 - Gemma-3 has one rotary per layer type and sliding-window layers (``layer_kwargs``).
 - Phi-3 fuses q/k/v into ``qkv_proj`` and gate/up into ``gate_up_proj``: quantized once, written
   into MNN's split q/k/v slots by rows (``mnn_slots``); the down_proj scale group reads only the
-  up half of gate_up's rows.
+  up half of gate_up's rows. A plan rule naming a part (``q_proj``, ``gate_proj``) applies to the
+  fused tensor, and one that gives its parts different settings is refused (``parts``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,6 +25,7 @@ from torch import nn
 
 from edgellm.common.errors import InvalidArgument
 from edgellm.host.quantize.families import unsupported_message
+from edgellm.host.quantize.plan import LayerSpec, QuantPlan
 
 ATTN = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
 MLP_IN = ("mlp.gate_proj", "mlp.up_proj")
@@ -60,6 +63,9 @@ class DecoderAdapter:
     rotary_per_layer_type: bool = False
     # Fused linear short name -> the MNN slots its rows are written into (Phi-3's qkv_proj).
     fused: Mapping[str, tuple[RowSlot, ...]] = field(default_factory=dict)
+    # Fused linear short name -> the split linears it holds, as other families and plans name them:
+    # a plan rule for a part applies to the whole tensor, and the parts must agree (plan.py).
+    parts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def layers(self, model: nn.Module) -> nn.ModuleList:
         """The decoder layers."""
@@ -99,6 +105,18 @@ class DecoderAdapter:
                     assert isinstance(lin, nn.Linear)
                     out[f"model.layers.{i}.{short}"] = lin.in_features
         return out
+
+    def fused_parts(self, model: nn.Module) -> dict[str, tuple[str, ...]]:
+        """Each fused linear's full name -> its parts' full names (Phi-3's qkv_proj -> q/k/v_proj)."""
+        return {
+            f"model.layers.{i}.{short}": tuple(f"model.layers.{i}.{p}" for p in parts)
+            for i in range(len(self.layers(model)))
+            for short, parts in self.parts.items()
+        }
+
+    def resolve(self, plan: QuantPlan, model: nn.Module) -> dict[str, LayerSpec]:
+        """The plan's spec for every linear of ``model``; PlanError for a rule this family cannot apply."""
+        return plan.resolve(self.linear_names(model), self.fused_parts(model))
 
     def mnn_slots(self, module_name: str) -> list[tuple[str, slice | None]]:
         """llmexport's op names for a linear, each with the rows it takes (None: all of them)."""
@@ -167,6 +185,7 @@ def _phi3(config: Any) -> DecoderAdapter:
                 ("self_attn.v_proj", q + kv, q + 2 * kv),
             )
         },
+        parts={qkv: ATTN, gate_up: MLP_IN},
     )
 
 
@@ -180,6 +199,23 @@ ADAPTERS: dict[str, Callable[[Any], DecoderAdapter]] = {
     "gemma3_text": _gemma,
     "phi3": _phi3,
 }
+
+
+def check_plan_fits(plan: QuantPlan, hf_dir: Path) -> None:
+    """Refuse, before any weight is read, a plan whose rules the checkpoint's family cannot take.
+
+    The model is built from ``config.json`` on the meta device (no memory, 0.04 s for a 7B
+    shape), so a rule naming no linear or splitting Phi-3's fused qkv fails in well under a
+    second instead of after the load. A plan without rules fits every family.
+    """
+    if not plan.rules or not (hf_dir / "config.json").is_file():
+        return
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(str(hf_dir))
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+    adapter_for(model).resolve(plan, model)
 
 
 def adapter_for(model: nn.Module) -> DecoderAdapter:

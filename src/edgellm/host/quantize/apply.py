@@ -96,7 +96,7 @@ def quantize_model(
     """
     enter = materialize or (lambda _i: nullcontext())
     adapter = adapter_for(model)
-    specs = plan.resolve(adapter.linear_names(model))
+    specs = adapter.resolve(plan, model)
     needs_data = any(s.method != "rtn" for s in specs.values())
     if needs_data and calib_ids is None:
         raise ValueError("AWQ and GPTQ need calibration data")

@@ -29,7 +29,7 @@ import torch
 
 from edgellm.common.progress import Progress, quiet, scaled
 from edgellm.host.builder.loaded import LoadedModel
-from edgellm.host.builder.pipeline import Quantized, build_artifact
+from edgellm.host.builder.pipeline import Measure, Quantized, build_artifact
 from edgellm.host.evaluate.evaluate import EvalConfig, evaluate
 from edgellm.host.evaluate.metrics import log_softmax
 from edgellm.host.evaluate.scorers import Scorer, TorchScorer
@@ -212,13 +212,15 @@ def search_plan(
     output: Path,
     *,
     size_budget: int | None = None,
+    verify: bool = False,
     progress: Progress = quiet,
 ) -> dict[str, Any]:
     """Find, export and measure the smallest plan within ``budget`` (relative perplexity increase).
 
     ``base`` is the plan every unit starts from (e.g. INT4 GPTQ b64 with its calibration). With
     ``size_budget`` (bytes of linear weights) the search instead takes the most INT8 units that
-    fit, e.g. to compare with a fixed recipe at equal size.
+    fit, e.g. to compare with a fixed recipe at equal size. ``verify`` also runs the conversion
+    gate on each exported candidate (convert/verify.py: raises if the artifact is not faithful).
     """
     if not 0 < budget < 1:
         raise ValueError(f"ppl budget must be a fraction in (0, 1), e.g. 0.03; got {budget}")
@@ -236,7 +238,12 @@ def search_plan(
         _set(st.qmodel, weights, st.names)
         quantized = Quantized(st.qmodel, weights, [], time.perf_counter() - start)
         built = build_artifact(
-            loaded, plan_for(base, weights), output, quantized=quantized, progress=scaled(progress, 0.7, 0.3)
+            loaded,
+            plan_for(base, weights),
+            output,
+            measure=Measure(verify=verify),
+            quantized=quantized,
+            progress=scaled(progress, 0.7, 0.3),
         )
         result = built.summary()
         res = result["evaluation"]["results"]

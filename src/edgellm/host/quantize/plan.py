@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgellm.common.errors import InvalidArgument
 from edgellm.common.paths import data_dir
 from edgellm.common.runtime import KV_CACHE_MODES
 from edgellm.host.evaluate.evaluate import is_evaluation_text
@@ -28,8 +29,8 @@ DEFAULT_BLOCK = 64
 _BLOCK_CANDIDATES = (16, 32, 64, 128, 192, 256)
 
 
-class PlanError(ValueError):
-    """A plan that cannot be applied to this model, with the reason."""
+class PlanError(InvalidArgument):
+    """A plan that cannot be applied to this model, with the reason (INVALID_ARGUMENT in a job too)."""
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,25 @@ class QuantPlan:
     # docs/quantization.md "Our GPTQ and AWQ, and llmcompressor as the reference")
     awq_grid: str = "minmax"
 
-    def spec_for(self, name: str) -> LayerSpec:
-        """The resolved spec for module ``name``."""
+    def spec_for(self, name: str, parts: Sequence[str] = ()) -> LayerSpec:
+        """The resolved spec for module ``name``.
+
+        A fused linear (Phi-3's ``qkv_proj``) is one tensor with one precision: a rule naming
+        it or any of its ``parts`` (the split names, ``q_proj``...) applies, and the parts must
+        end up with the same spec, else PlanError says which part got what.
+        """
+        if not parts:
+            return self._spec((name,))
+        specs = {part: self._spec((name, part)) for part in parts}
+        if len(set(specs.values())) > 1:
+            raise PlanError(_split_fused(name, specs))
+        return specs[parts[0]]
+
+    def _spec(self, names: tuple[str, ...]) -> LayerSpec:
+        """Defaults overridden by every rule matching one of ``names``, in order (the last wins)."""
         spec = LayerSpec(self.bits, self.block, self.method)
         for rule in self.rules:
-            if fnmatch.fnmatchcase(name, rule.pattern):
+            if any(fnmatch.fnmatchcase(n, rule.pattern) for n in names):
                 spec = LayerSpec(
                     rule.bits if rule.bits is not None else spec.bits,
                     rule.block if rule.block is not None else spec.block,
@@ -95,9 +110,17 @@ class QuantPlan:
                 )
         return spec
 
-    def resolve(self, widths: dict[str, int]) -> dict[str, LayerSpec]:
-        """Specs for every linear (name -> input width), validating each against its width."""
-        out = {name: self.spec_for(name) for name in widths}
+    def resolve(
+        self, widths: dict[str, int], parts: Mapping[str, tuple[str, ...]] | None = None
+    ) -> dict[str, LayerSpec]:
+        """Specs for every linear (name -> input width), validating each against its width.
+
+        ``parts``: each fused linear's split names (``DecoderAdapter.fused_parts``). A rule that
+        matches no linear (nor a part) is refused: on another family or depth it would be a no-op.
+        """
+        parts = parts or {}
+        self._check_rules_match([*widths, *(p for ps in parts.values() for p in ps)], widths, parts)
+        out = {name: self.spec_for(name, parts.get(name, ())) for name in widths}
         errors = [
             f"{name}: block {spec.block} does not divide input width {widths[name]}"
             for name, spec in out.items()
@@ -110,6 +133,13 @@ class QuantPlan:
                 "or 0 (per channel)"
             )
         return out
+
+    def _check_rules_match(
+        self, names: list[str], widths: dict[str, int], parts: Mapping[str, tuple[str, ...]]
+    ) -> None:
+        for rule in self.rules:
+            if not any(fnmatch.fnmatchcase(n, rule.pattern) for n in names):
+                raise PlanError(_unmatched(rule.pattern, widths, parts))
 
     def check_widths(self, widths: Iterable[int]) -> None:
         """Refuse, before any model is loaded, a default or lm_head block no linear width allows."""
@@ -137,6 +167,32 @@ def valid_blocks(widths: Iterable[int]) -> list[int]:
     """The common block sizes that divide every one of ``widths`` (besides 0, per channel)."""
     ws = list(widths)
     return [b for b in _BLOCK_CANDIDATES if all(w % b == 0 for w in ws)]
+
+
+def _short(name: str) -> str:
+    """``model.layers.3.self_attn.q_proj`` -> ``self_attn.q_proj``."""
+    return name.split(".", 3)[-1] if name.startswith("model.layers.") else name
+
+
+def _split_fused(name: str, specs: Mapping[str, LayerSpec]) -> str:
+    given = "; ".join(f"{_short(p)} {s.bits}-bit block {s.block} {s.method}" for p, s in specs.items())
+    return (
+        f"{name} is one fused tensor holding {', '.join(_short(p) for p in specs)}, quantized with one "
+        f"bits/block/method, but the plan splits it: {given}. Give the parts the same settings, "
+        f"or write the rule for the fused linear ('*.{_short(name)}')"
+    )
+
+
+def _unmatched(pattern: str, widths: Mapping[str, int], parts: Mapping[str, tuple[str, ...]]) -> str:
+    shorts = dict.fromkeys(_short(n) for n in widths)  # in model order, once each
+    fused = {_short(n): "+".join(_short(p).rsplit(".", 1)[-1] for p in ps) for n, ps in parts.items()}
+    listed = ", ".join(f"{s} (fused {fused[s]})" if s in fused else s for s in shorts)
+    layers = len({n.split(".")[2] for n in widths if n.startswith("model.layers.")})
+    return (
+        f"rule {pattern!r} matches no linear of this model; rules name the linears inside the "
+        f"decoder layers model.layers.0-{layers - 1}: {listed}. lm_head (and the embedding tied to it) "
+        "takes lm_head_bits/lm_head_block; norms, embeddings and their scaling stay in float"
+    )
 
 
 def check_calibration(calib: Calibration) -> None:

@@ -48,8 +48,10 @@ def make_job(
         raise PlanError(
             f"plan auto needs a perplexity budget (--ppl-budget, ppl_budget) in (0, 1), e.g. 3%; got {budget}"
         )
+    from edgellm.host.quantize.adapter import check_plan_fits  # torch: after the cheap checks
     from edgellm.host.quantize.device import choose_device
 
+    check_plan_fits(plan, Path(model))  # the family's linears from config.json alone (meta device)
     on = str(choose_device(device))
     return QuantizeJob(
         model, plan, output, budget if spec == "auto" else None, evaluation or EvalConfig(), on
