@@ -6,7 +6,10 @@ Tuning on 24 phones per set let failure modes through that only a held-out set t
 the generators refuse them for tuning) and lists each missed bar: ordinary phones every bar of the
 tuning set (oracle ratio, throttling, comfort + 0.5 °C, ripple), low-headroom phones the comfort bars.
 30 simulated minutes per phone (~0.4 s of CPU each). Usage:
-    python bench/bench_tuning_pool.py [--revised-probe] [--jobs 2] [--out F.json]
+    python bench/bench_tuning_pool.py [--revised-probe] [--wide] [--only gen-1057,...] [--jobs 2]
+        [--out F.json]
+--wide adds `WIDE_TUNING_POOL_SEEDS` 3001-3300 and `LOW_HEADROOM_WIDE_POOL_SEEDS` 4001-4300 (800 phones,
+~3-5 min on 2 processes).
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from edgellm.device.governor.controller import GovernorConfig
-from edgellm.sim.generator import LOW_HEADROOM_TUNING_POOL_SEEDS, TUNING_POOL_SEEDS, tuning_profiles
+from edgellm.sim.generator import (
+    LOW_HEADROOM_TUNING_POOL_SEEDS,
+    LOW_HEADROOM_WIDE_POOL_SEEDS,
+    TUNING_POOL_SEEDS,
+    WIDE_TUNING_POOL_SEEDS,
+    tuning_profiles,
+)
 from edgellm.sim.scorecard import score
 from edgellm.sim.situations import low_headroom_profile
 
@@ -37,15 +46,26 @@ def card(job: tuple[str, int, int, bool]) -> dict[str, Any]:
     return {"set": kind, **sc.row(), "pool_passed": passed}
 
 
+def _name(job: tuple[str, int, int, bool]) -> str:
+    return f"gen-{job[1]}" if job[0] == "ordinary" else f"lowheadroom-{job[1]}"
+
+
 def main() -> int:
     """Score the pool; print each miss and a summary per set; exit 0 (the pool is for finding misses)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--revised-probe", action="store_true", help="GovernorConfig.revised_probe")
+    ap.add_argument("--wide", action="store_true", help="also seeds 3001-3300 and 4001-4300")
+    ap.add_argument("--only", default="", help="comma-separated profile names: score just these pool phones")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="")
     ns = ap.parse_args()
-    jobs = [("ordinary", s, k, ns.revised_probe) for k, s in enumerate(TUNING_POOL_SEEDS)]
-    jobs += [("low-headroom", s, k, ns.revised_probe) for k, s in enumerate(LOW_HEADROOM_TUNING_POOL_SEEDS)]
+    ordinary = TUNING_POOL_SEEDS + (WIDE_TUNING_POOL_SEEDS if ns.wide else ())
+    low = LOW_HEADROOM_TUNING_POOL_SEEDS + (LOW_HEADROOM_WIDE_POOL_SEEDS if ns.wide else ())
+    jobs = [("ordinary", s, k, ns.revised_probe) for k, s in enumerate(ordinary)]
+    jobs += [("low-headroom", s, k, ns.revised_probe) for k, s in enumerate(low)]
+    if ns.only:
+        names = set(ns.only.split(","))
+        jobs = [j for j in jobs if _name(j) in names]
     with ProcessPoolExecutor(ns.jobs) as pool:
         rows = list(pool.map(card, jobs, chunksize=4))
     if ns.out:
@@ -59,6 +79,8 @@ def main() -> int:
             )
     for kind in ("ordinary", "low-headroom"):
         mine = [r for r in rows if r["set"] == kind]
+        if not mine:  # --only named none of this set
+            continue
         ratios = [r["ratio"] for r in mine]
         summary = {
             "set": kind,

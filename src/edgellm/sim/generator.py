@@ -27,6 +27,10 @@ LOW_HEADROOM_TUNING_SEEDS: tuple[int, ...] = tuple(range(201, 225))
 # the failure modes a 24-phone set misses before a held-out set does
 TUNING_POOL_SEEDS: tuple[int, ...] = tuple(range(1001, 1101))
 LOW_HEADROOM_TUNING_POOL_SEEDS: tuple[int, ...] = tuple(range(2001, 2101))
+# Its widening (bench_tuning_pool.py --wide): the overshoot and ripple that held-out phones showed
+# had no tuning phone among the 200 above
+WIDE_TUNING_POOL_SEEDS: tuple[int, ...] = tuple(range(3001, 3301))
+LOW_HEADROOM_WIDE_POOL_SEEDS: tuple[int, ...] = tuple(range(4001, 4301))
 
 
 Purpose = Literal["tuning", "evaluation"]

@@ -90,7 +90,9 @@ class ThermalController:
         self.throughput = c.thermal_policy is ThermalPolicy.THROUGHPUT
         probe = c.probe and not self.throughput
         self.prober: Prober | None = (
-            Prober(ladder, c.probe_hold_s, c.probe_margin_c, revised=c.revised_probe) if probe else None
+            Prober(ladder, c.probe_hold_s, c.probe_margin_c, revised=c.revised_probe, lead_s=c.probe_lead_s)
+            if probe
+            else None
         )
         self.frontier: Frontier | None = None
         self.slope = SlopeEstimator(c.slope_window_s)

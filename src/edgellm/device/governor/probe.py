@@ -10,6 +10,7 @@ Frontier out (STYLE 12).
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -50,8 +51,11 @@ class Prober:
         headroom_share: float = 0.25,
         min_fit_s: float = 20.0,
         revised: bool = False,
+        lead_s: float = 30.0,
     ) -> None:
         self.revised = revised  # the probe revision (GovernorConfig.revised_probe)
+        self.lead_s = lead_s  # a resumed probe stops where the skin will be this far ahead
+        self.skins: deque[tuple[float, float]] = deque()  # (time, skin) over the last 10 s
         self.paced: tuple[float, float] | None = None  # (duty, idle gap) while measuring at the aim
         self.paced_tps = 0.0  # the decode rate in force when paced probing began
         self.matched: tuple[int, float] | None = None  # (step, duty) matched to that rate
@@ -136,6 +140,9 @@ class Prober:
             return
         if self.start_skin_c is None:
             self.start_skin_c = skin_c
+        self.skins.append((now, skin_c))
+        while now - self.skins[0][0] > 10.0:
+            self.skins.popleft()
         if self._out_of_room(skin_c, aim_c, self.start_skin_c):
             # no room left for hotter rungs (on a phone with 5 K of headroom, probing them all used 3 K
             # and cost minutes at a crawl afterwards): keep what was measured, a long-enough partial too
@@ -155,11 +162,10 @@ class Prober:
 
     def _record(self, gap_k: float | None, tokens_per_second: float) -> bool:
         """Keep one reading (at full duty when paced); return whether the hold restarts (rate matched)."""
-        if self.paced is not None:  # the full-duty point of a paced reading
-            duty, idle = self._duty(), self.paced[1]
-            if gap_k is not None:
-                gap_k = idle + (gap_k - idle) / duty
-            tokens_per_second /= duty
+        if self.paced is not None:  # the full-duty speed; the gap stays as read until the fit (_gaps)
+            tokens_per_second /= self._duty()
+            if gap_k is not None and gap_k < self.paced[1]:  # decoding never runs cooler than idle
+                self.paced = (self.paced[0], gap_k)
         if gap_k is not None:  # None: the die is off its steady gap (a prefill burst), time still counts
             self.samples.append((self.held, gap_k, tokens_per_second))
         return self.paced is not None and self._match_speed()
@@ -180,12 +186,18 @@ class Prober:
         """Whether the skin is near the aim, or probing used its share of the headroom it started with."""
         if self.paced is not None:  # measuring at the aim: a few tenths over it ends the hold
             return skin_c > max(aim_c, start_skin_c) + self.paced_slack_c
-        if (
-            self.resumed and self.revised
-        ):  # a hotter rung with heat to spare: up to the margin's half, not a share
-            return skin_c > aim_c - self.margin_c / 2
+        if self.resumed and self.revised:  # a hotter rung with heat to spare: up to the margin's half
+            # where the skin is heading, not where it is: the hottest rung heats the skin 0.12 °C/s and
+            # it kept rising 1.4 °C for two minutes after the stop (gen-3194: +0.68 °C over comfort)
+            return self._ahead(skin_c) > aim_c - self.margin_c / 2
         budget = self.headroom_share * (aim_c - start_skin_c)
         return skin_c > aim_c - self.margin_c or skin_c - start_skin_c > budget
+
+    def _ahead(self, skin_c: float) -> float:
+        """The skin lead_s ahead on its rise over the last 10 s (never below the reading)."""
+        (t0, s0), (t1, _) = self.skins[0], self.skins[-1]
+        slope = (skin_c - s0) / (t1 - t0) if t1 - t0 >= 5.0 else 0.0
+        return skin_c + max(slope, 0.0) * self.lead_s
 
     def _dominated(self, dt: float) -> bool:
         """Just past speed_s on this rung: whether it is no faster than a cooler rung already measured."""
@@ -200,13 +212,28 @@ class Prober:
         # dominated only by a measured rung as fast and no hotter: the built order is not always cool
         # to hot (a single mid core beside four little ones: as fast, less heat; a tuning phone whose
         # oracle paces it was left on the little cores, 0.83×)
-        gap = settled_gap([x[0] for x in self.samples], [x[1] for x in self.samples])
+        gap = settled_gap([x[0] for x in self.samples], self._gaps())
         return any(r[2] * 1.03 >= tps and r[1] <= gap for r in self.results)
+
+    def _gaps(self) -> list[float]:
+        """The hold's gaps; paced: each one's full-duty gap, g(1) = idle + (g(d) − idle)/d.
+
+        The idle gap is the learnt one unless a paced reading sat under it (then that reading, _record):
+        decoding never runs cooler than idle. A learnt idle of 2.25 K against paced readings of 1.9 K
+        put middle-half's full-duty gap at 1.18 K, under idle, and the frontier could not be built:
+        the governor fell back to the ladder for good (lowheadroom-4170 with the paced probe allowed
+        under the aim, a variant not kept: 0.72× without this bound, over 0.9× with it).
+        """
+        gaps = [x[1] for x in self.samples]
+        if self.paced is None:
+            return gaps
+        duty, idle = self._duty(), self.paced[1]
+        return [idle + (g - idle) / duty for g in gaps]
 
     def _finish(self) -> None:
         if self.samples:  # none: every reading of the hold fell after a prefill burst (not measured)
             times = [s[0] for s in self.samples]
-            gap = settled_gap(times, [s[1] for s in self.samples])
+            gap = settled_gap(times, self._gaps())
             late = [s[2] for s in self.samples if s[0] >= min(self.hold_s, self.held) / 2] or [
                 s[2] for s in self.samples
             ]
@@ -228,6 +255,7 @@ class Prober:
             self.stopped = False
             self.start_skin_c = None  # a fresh headroom budget from where the skin is now
             self.held, self.samples = 0.0, []
+            self.skins.clear()
             # the probe clock restarts: a stale last reading counted the minutes on the frontier as
             # 10 s held, and the rung was judged dominated on the previous rung's speed (a tuning phone)
             if self.revised:
