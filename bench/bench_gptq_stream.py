@@ -5,7 +5,7 @@ checkpoint (same calibration, same code path as `edgellm quantize --method gptq`
 with the stream's ``layer`` context), shows edgellm's own progress bar with its ETA for the whole
 model, and extrapolates per layer (labelled so). Only one decoder layer is in memory in fp32.
 
-    python -m bench.bench_gptq_stream --model /work/scale-cache/scale/qwen2.5-0.5b/hf --layers 2
+    python -m bench.bench_gptq_stream --model <work>/qwen2.5-0.5b/hf --layers 2
 """
 
 from __future__ import annotations
