@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-import pytest_asyncio
 
 from edgellm.cli import main
 from edgellm.common.artifact_files import read_manifest
-from edgellm.device.config import DaemonConfig
-from edgellm.device.rpc.server import RunningDaemon, start_server
+from edgellm.device.rpc.server import RunningDaemon
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
 from tests.families.conftest import family_checkpoint
 from tests.tiny_families import FAMILIES
@@ -108,15 +105,6 @@ def builds(family: str, tmp_path_factory: pytest.TempPathFactory) -> PlanBuilds:
     built = _builds(family, tmp_path_factory)
     print(f"{family}: seconds {built.seconds}")
     return built
-
-
-@pytest_asyncio.fixture
-async def daemon(tmp_path: Path) -> AsyncIterator[RunningDaemon]:
-    """A real daemon (MNN engine) with no model, on port 0."""
-    config = DaemonConfig.of(port=0, data_dir=tmp_path / "data", disk_reserve_bytes=0, insecure_loopback=True)
-    running = await start_server(config)
-    yield running
-    await running.stop(0)
 
 
 @pytest.mark.parametrize("family", CASES)
