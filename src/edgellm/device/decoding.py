@@ -187,9 +187,10 @@ class TokenLoop:
                 self.policy.decided(True)
             if chosen is None:
                 # Too close to call on batched logits: the drafts from here on are dropped and
-                # the token comes from plain decoding's own logits.
+                # the token comes from plain decoding's own logits (the verify's own row when the
+                # engine's batches are exact: nothing to re-decode then).
                 self._settle(k, i)
-                return self._sample(self._repair()), None
+                return self._sample(rows[i] if self.cache.exact else self._repair()), None
             if chosen != proposed:
                 self._settle(k, i)
                 return chosen, None
