@@ -12,6 +12,7 @@ from edgellm.device.core.autotune import ThreadTrial, ThreadTuning
 from edgellm.device.core.state import DaemonState, TelemetryFrame
 from edgellm.device.generation import Stats
 from edgellm.device.governor.capabilities import Capability
+from edgellm.device.governor.capacity import CapacityState
 from edgellm.device.governor.runtime import GovernorSnapshot
 from edgellm.device.rpc.wire import governor_message, stats_message
 from edgellm.v1 import device_pb2
@@ -36,6 +37,9 @@ def test_every_governor_field_reaches_the_message() -> None:
         last_reason="cool", last_decision_unix=5.0,
         capabilities=(Capability("pacing", "actuator", True, "d"),),
         mode="m", thermal_headroom=0.5, frontier="f", model_tau_s=3.0, model_ambient_c=25.0, rung=1,
+        capacity_tokens_per_second=0.5, capacity_floor_tokens_per_second=1.0,
+        capacity_state=CapacityState.EXHAUSTED, capacity_basis="frontier", capacity_retry_after_s=120,
+        refusing_generations=True,
     )  # fmt: skip
     message = governor_message(snapshot)
     assert _unset(message) == set()
@@ -51,7 +55,11 @@ def test_every_governor_field_reaches_the_message() -> None:
         (
             device_pb2.DaemonStatus,
             DaemonState,
-            {"engine_state", "governor", "thread_tuning", "model", "context_tokens", "load_ms", "warmup_ms"},
+            # restored: only in `config reset`'s reply (client/commands/config.py), set by the servicer
+            {
+                "engine_state", "governor", "thread_tuning", "model", "context_tokens", "load_ms",
+                "warmup_ms", "restored",
+            },
         ),
         (
             device_pb2.TelemetrySample,
