@@ -103,9 +103,7 @@ def throughput_score(
     return Throughput(
         tps=round(run.mean_tokens_per_second, 3),
         unmanaged_tps=round(off.mean_tokens_per_second, 3),
-        ratio=round(run.mean_tokens_per_second / off.mean_tokens_per_second, 3)
-        if off.mean_tokens_per_second > 0
-        else float("inf"),
+        ratio=_ratio(run.mean_tokens_per_second, off.mean_tokens_per_second),
         throttled_s=round(run.throttled_seconds, 1),
         unmanaged_throttled_s=round(off.throttled_seconds, 1),
         over_trip_c=round(run.peak_skin_c - first_trip_c(profile), 2),
@@ -139,9 +137,7 @@ def score(
             comfort_c=round(comfort, 2),
             governor_tps=round(run.mean_tokens_per_second, 3),
             oracle_tps=round(orc.mean_tokens_per_second, 3),
-            ratio=round(run.mean_tokens_per_second / orc.mean_tokens_per_second, 3)
-            if orc.mean_tokens_per_second > 0
-            else float("inf"),
+            ratio=_ratio(run.mean_tokens_per_second, orc.mean_tokens_per_second),
             throttled_s=round(run.throttled_seconds, 1),
             peak_skin_c=round(run.peak_skin_c, 2),
             over_comfort_c=round(run.peak_skin_c - comfort, 2),
@@ -158,3 +154,8 @@ def score(
         ),
         run,
     )
+
+
+def _ratio(tps: float, reference_tps: float) -> float:
+    """tps over the reference's, to 3 places (inf when the reference made no tokens)."""
+    return round(tps / reference_tps, 3) if reference_tps > 0 else float("inf")

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TypeVar
 
 from edgellm.common.errors import InvalidArgument
 
 POWER_MODES = ("high", "normal", "low")
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def _choice(enum: type[_E], key: str, text: str) -> _E:
+    """The member of `enum` named `text`, or InvalidArgument naming `key` and its choices."""
+    try:
+        return enum(text)
+    except ValueError:
+        choices = ", ".join(p.value for p in enum)
+        raise InvalidArgument(f"{key} must be one of {choices}, not {text!r}") from None
 
 
 class GovernorPolicy(StrEnum):
@@ -20,11 +31,7 @@ class GovernorPolicy(StrEnum):
     @classmethod
     def parse(cls, text: str) -> GovernorPolicy:
         """The policy named `text`, or InvalidArgument listing the choices."""
-        try:
-            return cls(text)
-        except ValueError:
-            choices = ", ".join(p.value for p in cls)
-            raise InvalidArgument(f"governor_policy must be one of {choices}, not {text!r}") from None
+        return _choice(cls, "governor_policy", text)
 
 
 class ThermalPolicy(StrEnum):
@@ -36,11 +43,7 @@ class ThermalPolicy(StrEnum):
     @classmethod
     def parse(cls, text: str) -> ThermalPolicy:
         """The policy named `text`, or InvalidArgument listing the choices."""
-        try:
-            return cls(text)
-        except ValueError:
-            choices = ", ".join(p.value for p in cls)
-            raise InvalidArgument(f"thermal_policy must be one of {choices}, not {text!r}") from None
+        return _choice(cls, "thermal_policy", text)
 
 
 @dataclass(frozen=True)
