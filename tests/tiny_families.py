@@ -26,10 +26,11 @@ import torch
 # The family's model_type -> (config class name, model class name, config overrides).
 # The final norm's gain: logits of std ≈ 5 (flat models: ≈ 0.16), so most positions have a clear top-1.
 NORM_GAIN = 32.0
+LAYERS = 4  # decoder layers of every tiny checkpoint
 COMMON: dict[str, Any] = {
     "hidden_size": 64,
     "intermediate_size": 192,
-    "num_hidden_layers": 4,
+    "num_hidden_layers": LAYERS,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "vocab_size": 49152,
@@ -174,3 +175,24 @@ def build_tiny(
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir()))
     tokenizer.save_pretrained(str(out))
     return out
+
+
+def sensitive_plan(method: str) -> dict[str, Any]:
+    """docs/quantization.md's sensitive-layers plan at the tiny depth, as plan JSON.
+
+    Attention's q/k/v and the first and last block at INT8, the rest INT4, lm_head INT8: every
+    family takes it as written (Phi-3's fused qkv_proj gets the q/k/v rule whole).
+    """
+    return {
+        "name": "sensitive",
+        "method": method,
+        "bits": 4,
+        "block": 32,
+        "rules": [
+            *({"pattern": f"*.self_attn.{p}_proj", "bits": 8} for p in "qkv"),
+            {"pattern": "model.layers.0.*", "bits": 8},
+            {"pattern": f"model.layers.{LAYERS - 1}.*", "bits": 8},
+        ],
+        "lm_head_bits": 8,
+        "lm_head_block": 32,
+    }

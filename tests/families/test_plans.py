@@ -28,25 +28,15 @@ from edgellm.cli import main
 from edgellm.common.artifact_files import read_manifest
 from edgellm.device.rpc.server import RunningDaemon
 from edgellm.v1 import common_pb2, device_pb2, device_pb2_grpc
-from tests.families.conftest import family_checkpoint
-from tests.tiny_families import FAMILIES
+from tests.families.conftest import GPTQ_SAMPLES, GPTQ_SEQ_LEN, family_checkpoint
+from tests.tiny_families import FAMILIES, LAYERS, sensitive_plan
 
 DEFAULT_FAMILIES = ("phi3",)
 CASES = [pytest.param(f, marks=() if f in DEFAULT_FAMILIES else pytest.mark.slow) for f in sorted(FAMILIES)]
-LAYERS = 4  # tests/tiny_families.py
+# GPTQ on conftest's few short samples: the tiny model needs no more.
 SENSITIVE: dict[str, Any] = {
-    "name": "sensitive",
-    "method": "gptq",
-    "bits": 4,
-    "block": 32,
-    "rules": [
-        *({"pattern": f"*.self_attn.{p}_proj", "bits": 8} for p in "qkv"),
-        {"pattern": "model.layers.0.*", "bits": 8},
-        {"pattern": f"model.layers.{LAYERS - 1}.*", "bits": 8},
-    ],
-    "lm_head_bits": 8,
-    "lm_head_block": 32,
-    "calibration": {"samples": 8, "seq_len": 64},  # as conftest's GPTQ build: the tiny model needs no more
+    **sensitive_plan("gptq"),
+    "calibration": {"samples": GPTQ_SAMPLES, "seq_len": GPTQ_SEQ_LEN},
 }
 _MEMO: dict[str, PlanBuilds] = {}
 

@@ -19,25 +19,10 @@ from edgellm.host.quantize.auto import plan_for
 from edgellm.host.quantize.grid import rtn_quantize
 from edgellm.host.quantize.plan import PlanError, plan_from_json, preset
 from tests.tiny_families import FAMILIES as TINY
-from tests.tiny_families import tiny_config, tiny_model
+from tests.tiny_families import LAYERS, sensitive_plan, tiny_config, tiny_model
 
 KINDS = sorted(TINY)
-LAYERS = 4  # tests/tiny_families.py
-# The sensitive-layers plan of docs/quantization.md at the tiny depth: attention's q/k/v, the first
-# and the last block at INT8, the rest INT4; lm_head INT8. Every family takes it as written.
-SENSITIVE = {
-    "name": "sensitive",
-    "method": "rtn",
-    "bits": 4,
-    "block": 32,
-    "rules": [
-        *({"pattern": f"*.self_attn.{p}_proj", "bits": 8} for p in "qkv"),
-        {"pattern": "model.layers.0.*", "bits": 8},
-        {"pattern": f"model.layers.{LAYERS - 1}.*", "bits": 8},
-    ],
-    "lm_head_bits": 8,
-    "lm_head_block": 32,
-}
+SENSITIVE = sensitive_plan("rtn")
 
 
 def _attention_in(name: str) -> bool:
