@@ -22,6 +22,7 @@ from edgellm.common.targets import DEFAULT_DAEMON_PORT, resolve_host_target, res
 from edgellm.common.tokens import TOKEN_ENV
 
 OK, FAILED, BAD_INPUT, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
+_CLIENT_SEND_RACE = "Internal error from Core"
 
 _BAD_INPUT_CODES = frozenset(
     {
@@ -77,6 +78,15 @@ def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
         return Failure(_unauthenticated(peer, details), FAILED)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return Failure(_unimplemented(peer, details), BAD_INPUT)
+    if code == grpc.StatusCode.INTERNAL and _CLIENT_SEND_RACE in details:
+        # Why: grpc-aio's client reports a message it was still sending when the server ended
+        # the call as INTERNAL "Internal error from Core", hiding the server's own status.
+        return Failure(
+            f"the {peer.kind} at {peer.target} ended the stream while this client was still sending "
+            "(most often it stopped a stream that was too slow or idle); run the command again: "
+            "a push resumes where it stopped",
+            FAILED,
+        )
     # The message is the service's own words; the gRPC code name (INVALID_ARGUMENT, …) means
     # nothing to a user, so it is shown only with --log-level DEBUG (and the exit status says it).
     shown = f"{details} [{name}]" if _debugging() else details
