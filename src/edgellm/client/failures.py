@@ -67,7 +67,18 @@ def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
     """A gRPC error as the user should read it, with what to do next."""
     code = err.code() if hasattr(err, "code") else None
     details = (err.details() if hasattr(err, "details") else None) or str(err)
+    special = _special_failure(code, details, peer)
+    if special is not None:
+        return special
+    # The message is the service's own words; the gRPC code name (INVALID_ARGUMENT, …) means
+    # nothing to a user, so it is shown only with --log-level DEBUG (and the exit status says it).
     name = code.name if code is not None else "ERROR"
+    shown = f"{details} [{name}]" if _debugging() else details
+    return Failure(shown, BAD_INPUT if code in _BAD_INPUT_CODES else FAILED)
+
+
+def _special_failure(code: grpc.StatusCode | None, details: str, peer: Peer) -> Failure | None:
+    """The codes whose details alone do not tell the user what happened or what to do."""
     if code == grpc.StatusCode.UNAVAILABLE:
         # A TLS server this client cannot talk to is reachable: it refused us, like a wrong token.
         reached = handshake_failed(details)
@@ -87,10 +98,7 @@ def rpc_failure(err: grpc.RpcError, peer: Peer) -> Failure:
             "a push resumes where it stopped",
             FAILED,
         )
-    # The message is the service's own words; the gRPC code name (INVALID_ARGUMENT, …) means
-    # nothing to a user, so it is shown only with --log-level DEBUG (and the exit status says it).
-    shown = f"{details} [{name}]" if _debugging() else details
-    return Failure(shown, BAD_INPUT if code in _BAD_INPUT_CODES else FAILED)
+    return None
 
 
 def _debugging() -> bool:
