@@ -5,7 +5,7 @@ minutes (fake clock), the capacity estimator fed every control period as the dae
 estimate at the end is set beside the oracle's steady rate (the best fixed operating point under
 the comfort limit, which knows the plant exactly). Phones: the shipped profiles, issue 18's warm
 case, the first tuning phones, and the warm case in hot rooms (33-38 °C). Usage:
-    python bench/bench_capacity.py [--minutes 30] [--json] [--revised-probe]
+    python bench/bench_capacity.py [--minutes 30] [--json] [--[no-]revised-probe]
 """
 
 from __future__ import annotations
@@ -90,7 +90,12 @@ def main() -> int:
     )
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--revised-probe", action="store_true", help="GovernorConfig.revised_probe")
+    parser.add_argument(
+        "--revised-probe",
+        action=argparse.BooleanOptionalAction,
+        default=GovernorConfig().revised_probe,
+        help="GovernorConfig.revised_probe (default on since issue 30's fourth pass)",
+    )
     ns = parser.parse_args()
     cfg = GovernorConfig(revised_probe=ns.revised_probe)
     print("| phone | ambient °C | estimate tok/s | oracle tok/s | ratio | state (basis) |")

@@ -6,7 +6,7 @@ Tuning on 24 phones per set let failure modes through that only a held-out set t
 the generators refuse them for tuning) and lists each missed bar: ordinary phones every bar of the
 tuning set (oracle ratio, throttling, comfort + 0.5 °C, ripple), low-headroom phones the comfort bars.
 30 simulated minutes per phone (~0.4 s of CPU each). Usage:
-    python bench/bench_tuning_pool.py [--revised-probe] [--wide] [--only gen-1057,...] [--jobs 2]
+    python bench/bench_tuning_pool.py [--[no-]revised-probe] [--wide] [--only gen-1057,...] [--jobs 2]
         [--out F.json]
 --wide adds `WIDE_TUNING_POOL_SEEDS` 3001-3300 and `LOW_HEADROOM_WIDE_POOL_SEEDS` 4001-4300 (800 phones,
 ~3-5 min on 2 processes).
@@ -53,7 +53,12 @@ def _name(job: tuple[str, int, int, bool]) -> str:
 def main() -> int:
     """Score the pool; print each miss and a summary per set; exit 0 (the pool is for finding misses)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--revised-probe", action="store_true", help="GovernorConfig.revised_probe")
+    ap.add_argument(
+        "--revised-probe",
+        action=argparse.BooleanOptionalAction,
+        default=GovernorConfig().revised_probe,
+        help="GovernorConfig.revised_probe (default on since issue 30's fourth pass)",
+    )
     ap.add_argument("--wide", action="store_true", help="also seeds 3001-3300 and 4001-4300")
     ap.add_argument("--only", default="", help="comma-separated profile names: score just these pool phones")
     ap.add_argument("--jobs", type=int, default=2)

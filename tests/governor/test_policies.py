@@ -12,10 +12,19 @@ from edgellm.cli import main
 from edgellm.device.governor.actuation import ThermalPolicy
 from edgellm.device.governor.controller import GovernorConfig, ThermalController
 from edgellm.sim.generator import (
+    HELD_OUT_2_SEEDS,
+    HELD_OUT_SEEDS,
+    LOW_HEADROOM_HELD_OUT_2_SEEDS,
     LOW_HEADROOM_HELD_OUT_SEEDS,
+    LOW_HEADROOM_TUNING_POOL_SEEDS,
     LOW_HEADROOM_TUNING_SEEDS,
+    LOW_HEADROOM_WIDE_POOL_SEEDS,
+    TUNING_POOL_SEEDS,
+    TUNING_SEEDS,
+    WIDE_TUNING_POOL_SEEDS,
     HeldOutError,
     generate_profile,
+    held_out_2_profiles,
 )
 from edgellm.sim.profile import PROFILE_DIR, profile_from_dict
 from edgellm.sim.scorecard import throughput_score
@@ -24,6 +33,8 @@ from edgellm.sim.situations import (
     IDLE_TRIP_MARGIN_C,
     THIN_BAND_C,
     idle_margin_c,
+    low_headroom_by_seed,
+    low_headroom_held_out_2_profiles,
     low_headroom_profile,
     low_headroom_tuning_profiles,
 )
@@ -63,6 +74,26 @@ def test_tuning_code_cannot_reach_the_low_headroom_held_out_phones() -> None:
         generate_profile(LOW_HEADROOM_HELD_OUT_SEEDS[0], purpose="tuning")
     with pytest.raises(HeldOutError):
         low_headroom_tuning_profiles((LOW_HEADROOM_TUNING_SEEDS[0], LOW_HEADROOM_HELD_OUT_SEEDS[1]))
+
+
+def test_the_fresh_held_out_draw_uses_unused_seeds_and_tuning_code_cannot_reach_it() -> None:
+    """held-out-2 / lowheadroom-held-out-2 (issue 30): drawn after the first held-out sets were seen."""
+    fresh = set(HELD_OUT_2_SEEDS) | set(LOW_HEADROOM_HELD_OUT_2_SEEDS)
+    used = set(HELD_OUT_SEEDS) | set(LOW_HEADROOM_HELD_OUT_SEEDS) | set(TUNING_SEEDS)
+    used |= set(LOW_HEADROOM_TUNING_SEEDS) | set(TUNING_POOL_SEEDS) | set(LOW_HEADROOM_TUNING_POOL_SEEDS)
+    used |= set(WIDE_TUNING_POOL_SEEDS) | set(LOW_HEADROOM_WIDE_POOL_SEEDS)
+    assert len(fresh) == 48 and not fresh & used
+    for seed in (HELD_OUT_2_SEEDS[0], LOW_HEADROOM_HELD_OUT_2_SEEDS[0]):
+        with pytest.raises(HeldOutError):
+            generate_profile(seed, purpose="tuning")
+        with pytest.raises(HeldOutError):
+            low_headroom_profile(seed, thin=True, purpose="tuning")
+    assert generate_profile(HELD_OUT_2_SEEDS[0]).name == "held-out-9501"
+    assert low_headroom_by_seed(LOW_HEADROOM_HELD_OUT_2_SEEDS[1]).name == "lowheadroom-held-out-9602"
+    # the same generators and strata as the first held-out sets (profiles only: no governor runs here)
+    assert [p.name for p in held_out_2_profiles()] == [f"held-out-{s}" for s in HELD_OUT_2_SEEDS]
+    hot = low_headroom_held_out_2_profiles()
+    assert [idle_margin_c(p) <= THIN_BAND_C for p in hot] == [k % 2 == 0 for k in range(24)]
 
 
 def test_a_charger_heats_the_skin_and_comes_off_the_oracles_budget() -> None:

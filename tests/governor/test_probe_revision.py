@@ -1,5 +1,6 @@
-"""The probe revision (GovernorConfig.revised_probe, off by default; docs/governor.md, "The wide tuning
-pool and the probe revision"): each mechanism on its own, with a fake clock."""
+"""The probe revision (GovernorConfig.revised_probe, on by default since issue 30's fourth pass;
+docs/governor.md, "The wide tuning pool and the probe revision"): each mechanism on its own, with a
+fake clock."""
 
 from __future__ import annotations
 

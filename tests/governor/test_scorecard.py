@@ -1,9 +1,10 @@
 """The governor's acceptance bars on every generated phone, as docs/benchmarks.md claims them.
 
 The simulator is deterministic and a 30-minute run of one phone takes ~0.2 s, so the whole held-out
-set (seeds 9001–9024, never tuned on), the tuning set, issue 18's warm-case phone and the
-low-headroom held-out set (seeds 9101–9124: hot rooms, cases, chargers) run here with the same bars
-as bench/bench_thermal.py (~20 s in all, without the unmanaged runs the comfort bars ignore; the
+set (seeds 9001–9024, never tuned on), the tuning set, issue 18's warm-case phone, the low-headroom
+held-out set (seeds 9101–9124: hot rooms, cases, chargers) and the fresh held-out draws (held-out-2,
+seeds 9501–9524, and lowheadroom-held-out-2, 9601–9624) run here with the same bars as
+bench/bench_thermal.py (~30 s in all, without the unmanaged runs the comfort bars ignore; the
 throughput policy is tested in test_policies.py).
 """
 
@@ -17,19 +18,21 @@ from pathlib import Path
 import pytest
 
 from bench.bench_thermal import failures, warm_case_phones
-from edgellm.sim.generator import held_out_profiles, tuning_profiles
+from edgellm.sim.generator import held_out_2_profiles, held_out_profiles, tuning_profiles
 from edgellm.sim.profile import PhoneProfile
 from edgellm.sim.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, score
-from edgellm.sim.situations import low_headroom_held_out_profiles
+from edgellm.sim.situations import low_headroom_held_out_2_profiles, low_headroom_held_out_profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD_OUT = held_out_profiles()
+HELD_OUT_2 = held_out_2_profiles()
 TUNING = tuning_profiles()
 LOW_HEADROOM = low_headroom_held_out_profiles()
-# The comfort governor's two misses on the low-headroom held-out set (docs/governor.md, "Low-headroom
-# phones"): both need paced little cores (the oracle: duty 0.27 and 0.46) and the governor settles on
-# a less efficient point. Strict: a governor that meets the bar there fails this until the doc moves.
-LOW_HEADROOM_MISSES = {"lowheadroom-held-out-9107": 0.836, "lowheadroom-held-out-9110": 0.887}
+LOW_HEADROOM_2 = low_headroom_held_out_2_profiles()
+# The governor's misses on the held-out sets (docs/governor.md, "The warm start and the one held-out
+# evaluation"): its one evaluation after the freeze, as it came. Strict: a governor that meets the
+# bars there fails this until the doc moves.
+HELD_OUT_MISSES = {"held-out-9020": "steady-state ripple 0.4397", "held-out-9509": "governor/oracle 0.891"}
 
 
 CARDS: dict[str, Score] = {}  # by phone name: each phone is simulated once per session
@@ -55,9 +58,18 @@ def assert_meets_every_bar(phone: PhoneProfile) -> Score:
 
 def test_the_held_out_set_is_the_24_documented_seeds() -> None:
     assert [p.name for p in HELD_OUT] == [f"held-out-{seed}" for seed in range(9001, 9025)]
+    assert [p.name for p in HELD_OUT_2] == [f"held-out-{seed}" for seed in range(9501, 9525)]
 
 
-@pytest.mark.parametrize("phone", HELD_OUT, ids=[p.name for p in HELD_OUT])
+def held_out_case(phone: PhoneProfile) -> object:
+    miss = HELD_OUT_MISSES.get(phone.name)
+    reason = f"documented miss: {miss}"
+    return pytest.param(phone, marks=pytest.mark.xfail(strict=True, reason=reason)) if miss else phone
+
+
+@pytest.mark.parametrize(
+    "phone", [held_out_case(p) for p in HELD_OUT + HELD_OUT_2], ids=[p.name for p in HELD_OUT + HELD_OUT_2]
+)
 def test_the_governor_meets_every_bar_on_each_held_out_phone(phone: PhoneProfile) -> None:
     assert_meets_every_bar(phone)
 
@@ -72,14 +84,8 @@ def test_the_governor_meets_every_bar_on_the_warm_case_phone() -> None:
     assert_meets_every_bar(phone)
 
 
-def low_headroom_case(phone: PhoneProfile) -> object:
-    miss = LOW_HEADROOM_MISSES.get(phone.name)
-    reason = f"documented miss: governor/oracle {miss}"
-    return pytest.param(phone, marks=pytest.mark.xfail(strict=True, reason=reason)) if miss else phone
-
-
 @pytest.mark.parametrize(
-    "phone", [low_headroom_case(p) for p in LOW_HEADROOM], ids=[p.name for p in LOW_HEADROOM]
+    "phone", LOW_HEADROOM + LOW_HEADROOM_2, ids=[p.name for p in LOW_HEADROOM + LOW_HEADROOM_2]
 )
 def test_the_comfort_governor_meets_its_bars_on_each_low_headroom_held_out_phone(phone: PhoneProfile) -> None:
     """≥ 0.9× the oracle, no firmware throttling, the skin under the first trip (ripple is reported)."""
@@ -90,23 +96,29 @@ def test_the_comfort_governor_meets_its_bars_on_each_low_headroom_held_out_phone
     assert card.comfort_passed
 
 
-def test_the_documented_low_headroom_figures_are_what_the_simulator_gives() -> None:
-    """docs/governor.md quotes them; half the set idles within 2 °C of its first trip."""
-    cards = [card_of(p) for p in LOW_HEADROOM]
+@pytest.mark.parametrize(
+    ("phones", "worst", "over_trip"), [(LOW_HEADROOM, 0.969, -0.4), (LOW_HEADROOM_2, 0.951, -0.3)]
+)
+def test_the_documented_low_headroom_figures_are_what_the_simulator_gives(
+    phones: list[PhoneProfile], worst: float, over_trip: float
+) -> None:
+    """docs/governor.md quotes them; half of each set idles within 2 °C of its first trip."""
+    cards = [card_of(p) for p in phones]
     assert sum(c.first_trip_c - c.idle_skin_c <= 2.0 for c in cards) == 12
-    assert {c.profile: c.ratio for c in cards if not c.comfort_passed} == LOW_HEADROOM_MISSES
-    assert sorted(c.ratio for c in cards)[2] == 0.958  # the worst phone that meets the bar
+    assert min(c.ratio for c in cards) == worst
     assert max(c.throttled_s for c in cards) == 0
-    assert max(c.over_trip_c for c in cards) == -0.4
+    assert max(c.over_trip_c for c in cards) == over_trip
 
 
 def test_the_documented_worst_held_out_figures_are_what_the_simulator_gives() -> None:
     """docs/benchmarks.md quotes the worst case of each bar; the simulator is deterministic."""
-    cards = [card_of(p) for p in HELD_OUT]
-    assert min(c.ratio for c in cards) == 0.947
-    assert max(c.throttled_s for c in cards) == 0
-    assert max(c.over_comfort_c for c in cards) == 0.06
-    assert round(max(c.ripple for c in cards), 3) == 0.131
+    cards = {p.name: card_of(p) for p in HELD_OUT + HELD_OUT_2}
+    met = [c for name, c in cards.items() if name not in HELD_OUT_MISSES]
+    assert min(c.ratio for c in met) == 0.946  # held-out-9503 (the old set's worst: 0.955, held-out-9012)
+    assert max(c.throttled_s for c in cards.values()) == 0
+    assert max(c.over_comfort_c for c in cards.values()) == 0.07
+    assert round(max(c.ripple for c in met), 3) == 0.132  # held-out-9015
+    assert cards["held-out-9020"].ripple == 0.4397 and cards["held-out-9509"].ratio == 0.891
 
 
 def test_the_bench_names_every_missed_bar() -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from edgellm.sim.generator import (
+    LOW_HEADROOM_HELD_OUT_2_SEEDS,
     LOW_HEADROOM_HELD_OUT_SEEDS,
     LOW_HEADROOM_TUNING_SEEDS,
     Purpose,
@@ -92,7 +93,8 @@ def low_headroom_profile(seed: int, thin: bool, purpose: Purpose = "evaluation")
     """The low-headroom phone of a seed (deterministic); thin: idle skin within 2 °C of the first trip."""
     refuse_held_out(seed, purpose)
     rng = random.Random(seed)
-    prefix = "lowheadroom-held-out" if seed in LOW_HEADROOM_HELD_OUT_SEEDS else "lowheadroom"
+    held_out = seed in LOW_HEADROOM_HELD_OUT_SEEDS + LOW_HEADROOM_HELD_OUT_2_SEEDS
+    prefix = "lowheadroom-held-out" if held_out else "lowheadroom"
     for _ in range(100):
         phone = draw_phone(rng, f"{prefix}-{seed}")
         for _ in range(50):
@@ -104,10 +106,12 @@ def low_headroom_profile(seed: int, thin: bool, purpose: Purpose = "evaluation")
 
 def low_headroom_by_seed(seed: int) -> PhoneProfile:
     """The phone a low-headroom set holds at this seed (its stratum follows its place in the set)."""
-    for seeds in (LOW_HEADROOM_TUNING_SEEDS, LOW_HEADROOM_HELD_OUT_SEEDS):
+    for seeds in (LOW_HEADROOM_TUNING_SEEDS, LOW_HEADROOM_HELD_OUT_SEEDS, LOW_HEADROOM_HELD_OUT_2_SEEDS):
         if seed in seeds:
             return low_headroom_profile(seed, thin=seeds.index(seed) % 2 == 0)
-    raise ValueError(f"seed {seed} is in no low-headroom set (tuning 201-224, held out 9101-9124)")
+    raise ValueError(
+        f"seed {seed} is in no low-headroom set (tuning 201-224, held out 9101-9124 and 9601-9624)"
+    )
 
 
 def _stratified(seeds: tuple[int, ...], purpose: Purpose) -> list[PhoneProfile]:
@@ -119,6 +123,13 @@ def low_headroom_tuning_profiles(seeds: tuple[int, ...] = LOW_HEADROOM_TUNING_SE
     return _stratified(seeds, "tuning")
 
 
-def low_headroom_held_out_profiles() -> list[PhoneProfile]:
+def low_headroom_held_out_profiles(
+    seeds: tuple[int, ...] = LOW_HEADROOM_HELD_OUT_SEEDS,
+) -> list[PhoneProfile]:
     """The low-headroom held-out set: for the acceptance table only."""
-    return _stratified(LOW_HEADROOM_HELD_OUT_SEEDS, "evaluation")
+    return _stratified(seeds, "evaluation")
+
+
+def low_headroom_held_out_2_profiles() -> list[PhoneProfile]:
+    """The fresh low-headroom held-out draw (seeds 9601-9624, thin and warm alternating): acceptance only."""
+    return low_headroom_held_out_profiles(LOW_HEADROOM_HELD_OUT_2_SEEDS)

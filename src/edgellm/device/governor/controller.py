@@ -160,7 +160,7 @@ class ThermalController:
         # by ~10 s and read middle-half 4.6 K against 6.1 K on a tuning phone (prefill pulses skipped)
         self.raw_gap = None if settling else die_c - skin_c
         if self.idle_hint_k is None:  # the daemon starts idle: the first gap is the idle one
-            self.idle_hint_k = die_c - skin_c
+            self._first_gap(die_c - skin_c)
         gap = self._gap(die_c - skin_c, settling)
         target = max(model.gap_for(goal), c.gap_floor_k)
         if self.throughput:  # the fastest rung throughout; the model is still learnt (and shown)
@@ -210,6 +210,19 @@ class ThermalController:
             self.prober = None  # no headroom to measure the rungs with
         self.position = self.path.max_position
         self.applied = -1.0  # the next selection emits the move
+
+    def _first_gap(self, gap_k: float) -> None:
+        """The first reading's gap: the idle one; a warm start may probe on half its headroom.
+
+        A phone that starts warm (a hot room, a case: the static power alone holds the die over the
+        skin) has little headroom, and a quarter of it ended the start-up probe after the coolest rung
+        (its 40 s at full duty alone used it): the hotter, often more efficient rungs went unmeasured
+        (a single mid core that the oracle paces, on 7 low-headroom tuning phones: 0.70-0.89x).
+        """
+        self.idle_hint_k = gap_k
+        warm = gap_k >= self.config.identify.steady_start_min_gap_k
+        if warm and self.prober is not None:
+            self.prober.headroom_share = self.config.warm_probe_headroom_share
 
     def _aim(self, headroom: float | None) -> float:
         """The skin temperature to hold: under the comfort limit, lower when the OS forecasts throttling."""
@@ -268,7 +281,7 @@ class ThermalController:
             self.decode_rate += (tokens_per_second - self.decode_rate) * min(dt / 30.0, 1.0)
         if self.prober is not None and not self.prober.done:
             return self._probe_step(self.prober, now, skin_c, aim, gap, target, tokens_per_second or 0.0)
-        self._maybe_pace(skin_c, aim, now)
+        self._maybe_pace(self._pace_skin(skin_c), aim, now)
         if self.prober is not None and not self.prober.done:
             return "probe"
         if self.frontier is not None:
@@ -303,6 +316,17 @@ class ThermalController:
         self.command = target
         self.applied = -1.0  # positions now live on the frontier: force the first selection
         return "frontier"
+
+    def _pace_skin(self, skin_c: float) -> float:
+        """The skin a paced probe's start is judged on: filtered when pace_on_filtered_skin.
+
+        Read raw, a 0.1 °C sensor step across the 0.3 °C band restarted the 120 s count, and a phone
+        whose skin crept up to its aim over minutes 4-10 never got its rungs measured (a low-headroom
+        tuning phone left on its little cores: 0.70x the oracle's single mid core).
+        """
+        if self.config.pace_on_filtered_skin and self.skin_ema is not None:
+            return self.skin_ema
+        return skin_c
 
     def _maybe_pace(self, skin: float, aim: float, now: float) -> None:
         """Paced at the aim for a while with rungs never measured: measure them at this duty."""

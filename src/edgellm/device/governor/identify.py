@@ -69,6 +69,10 @@ class IdentifyConfig:
     steady_gap_fraction: float = 0.1  # skip windows whose gap drifts more than this (and 0.3 K): transients
     min_ratio: float = 0.25  # estimates stay within [min_ratio, max_ratio] × prior
     max_ratio: float = 4.0
+    # A first gap at least this large: the phone starts warm (idling with the screen on, the daemon idle
+    # too), so the first reading is taken as a steady state, a·g0 + c = 0 (see SkinIdentifier._start).
+    # Under it a phone starts cold: die and skin read the same ± a sensor step, and nothing follows.
+    steady_start_min_gap_k: float = 0.5
 
 
 class SkinIdentifier:
@@ -96,6 +100,7 @@ class SkinIdentifier:
         cfg = self.config
         if self.ref_c is None:
             self.ref_c = skin_c
+            self._start(die_c - skin_c)
         self.samples.append((t, skin_c, die_c - skin_c))
         while self.samples and t - self.samples[0][0] > cfg.window_s:
             self.samples.popleft()
@@ -107,6 +112,24 @@ class SkinIdentifier:
             if learn:
                 self._update()
         return self.model
+
+    def _start(self, gap_k: float) -> None:
+        """A warm first reading is a steady state: the prior's ambient sits gain·g0 under the skin.
+
+        With the ambient prior at the first skin reading, a phone idling warm (a hot room, a case: the
+        static power alone holds the die ~2-3 K over the skin) got a target gap under its idle gap, the
+        gap floor, and the governor dived to its deepest throttle and took 10-20 minutes to release
+        (a low-headroom tuning phone: 0.81× the oracle). Steady at g0 means c = −a·g0; the prior keeps
+        a's uncertainty, so c takes it on, correlated: T_ss(g) = T_ref + (a·(g − g0) + ε)/b, and the
+        target near the start, g0 + (aim − T_ref)/gain, is as good as the gain only in the margin.
+        """
+        if not gap_k >= self.config.steady_start_min_gap_k:
+            return
+        var_a = float(self.cov[0, 0])
+        self.theta[2] = -self.theta[0] * gap_k
+        self.cov[0, 2] = self.cov[2, 0] = -var_a * gap_k
+        self.cov[2, 2] += var_a * gap_k**2
+        self.p0 = self.cov.copy()
 
     def _update(self) -> None:
         cfg = self.config

