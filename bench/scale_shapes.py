@@ -3,8 +3,10 @@
 Each shape is the architecture part of the model's own config.json (vocabulary included: the
 embeddings are a large share of a small model). The checkpoints use the bundled SmolLM2
 tokenizer (49,152 tokens, no download), so the vocabulary is padded beyond it, as Qwen2.5's is
-(151,936 rows for 151,665 tokens). Checkpoints are written tensor by tensor (meta-device model for
-the names and shapes), so building one never holds more than its largest tensor in memory.
+(151,936 rows for 151,665 tokens); a shape with fewer rows (Phi-3.5-mini: 32,064) gets the
+tokenizer cut to its first ids (`fit_tokenizer`), so no token id can pass the embedding.
+Checkpoints are written tensor by tensor (meta-device model for the names and shapes), so
+building one never holds more than its largest tensor in memory.
 
     build_checkpoint("qwen2.5-0.5b", Path(".cache/scale/qwen2.5-0.5b/hf"))
 """
@@ -196,7 +198,33 @@ def build_checkpoint(shape_key: str, out: Path) -> Path:
     _write_shards(tensor_shapes(shape), out)
     make_config(shape).save_pretrained(str(out))
     transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(out))
+    fit_tokenizer(out / "tokenizer.json", int(shape.fields["vocab_size"]))
     return out
+
+
+def fit_tokenizer(path: Path, vocab_size: int) -> None:
+    """Cut a byte-level BPE tokenizer.json to ids below VOCAB_SIZE (no-op when it already fits).
+
+    Why: SmolLM2's 49,152 tokens exceed Phi-3.5's 32,064 embedding rows; its ids past them would
+    index outside the embedding (torch raises in the gate, llama.cpp's converter refuses the
+    vocabulary). Kept: the tokens below the cut (SmolLM2's specials and all 256 byte tokens are
+    ids 0-272) and the merges whose parts and result are all kept, so every text still encodes.
+    """
+    doc = json.loads(path.read_text())
+    vocab: dict[str, int] = doc["model"]["vocab"]
+    if len(vocab) <= vocab_size:
+        return
+    kept = {t: i for t, i in vocab.items() if i < vocab_size}
+    doc["model"]["vocab"] = kept
+    doc["model"]["merges"] = [m for m in doc["model"]["merges"] if _merge_kept(m, kept)]
+    doc["added_tokens"] = [t for t in doc["added_tokens"] if t["id"] < vocab_size]
+    path.write_text(json.dumps(doc, ensure_ascii=False))
+
+
+def _merge_kept(merge: str | list[str], kept: dict[str, int]) -> bool:
+    """Whether a merge's two parts and its result are all in KEPT (merges are "a b" or [a, b])."""
+    a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
+    return a in kept and b in kept and a + b in kept
 
 
 def fp16_bytes(hf_dir: Path) -> int:
