@@ -143,19 +143,27 @@ def tensor_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     return names
 
 
-def random_tensor(name: str, dims: tuple[int, ...], seed: int) -> Any:
-    """A bf16 tensor as transformers would initialise it: norms 1, biases 0, weights N(0, 0.02)."""
+def random_tensor(name: str, dims: tuple[int, ...], seed: int, norm: float = 1.0) -> Any:
+    """A bf16 tensor as transformers would initialise it: norms NORM, biases 0, weights N(0, 0.02)."""
     import torch
 
     if name.endswith("norm.weight") or "layernorm" in name:
-        return torch.ones(dims, dtype=torch.bfloat16)
+        return torch.full(dims, norm, dtype=torch.bfloat16)
     if name.endswith(".bias"):
         return torch.zeros(dims, dtype=torch.bfloat16)
     gen = torch.Generator().manual_seed(seed)
     return (torch.randn(dims, generator=gen) * INIT_STD).to(torch.bfloat16)
 
 
-def _write_shards(names: dict[str, tuple[int, ...]], out: Path) -> int:
+def norm_init(shape: Shape) -> float:
+    """The stored norm weight transformers initialises: Gemma's RMSNorm scales by (1 + w), so 0."""
+    # Why: with 1 a Gemma-2 checkpoint had gain 2 in every norm, 2x larger q and k, and attention
+    # logits of std ~3.7 against ~0.9 as built by transformers; its conversion gate then failed on
+    # MNN-vs-torch fidelity (KL 0.19, rising with position) where the other families pass.
+    return 0.0 if shape.model_class.startswith("Gemma") else 1.0
+
+
+def _write_shards(names: dict[str, tuple[int, ...]], out: Path, norm: float = 1.0) -> int:
     """Write sharded safetensors plus the index, one tensor in memory at a time; total bytes."""
     from safetensors.torch import save_file
 
@@ -173,7 +181,7 @@ def _write_shards(names: dict[str, tuple[int, ...]], out: Path) -> int:
     order = list(names)
     for i, group in enumerate(shards):
         file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        tensors = {n: random_tensor(n, names[n], order.index(n)) for n in group}
+        tensors = {n: random_tensor(n, names[n], order.index(n), norm) for n in group}
         save_file(tensors, str(out / file), metadata={"format": "pt"})
         weight_map |= dict.fromkeys(group, file)
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
@@ -195,7 +203,7 @@ def build_checkpoint(shape_key: str, out: Path) -> Path:
     shape = SHAPES[shape_key]
     out.mkdir(parents=True, exist_ok=True)
     # Shards hold at most SHARD_BYTES at once (a shard's tensors are saved together).
-    _write_shards(tensor_shapes(shape), out)
+    _write_shards(tensor_shapes(shape), out, norm_init(shape))
     make_config(shape).save_pretrained(str(out))
     transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(out))
     fit_tokenizer(out / "tokenizer.json", int(shape.fields["vocab_size"]))

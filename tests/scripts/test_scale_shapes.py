@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.scale_report import extrapolate, params_of
-from bench.scale_shapes import SHAPES, fit_tokenizer, tokenizer_dir
+from bench.scale_shapes import SHAPES, fit_tokenizer, norm_init, random_tensor, tokenizer_dir
 
 # Total parameters as the models' safetensors report them (tied embeddings counted once).
 PUBLISHED = {
@@ -51,3 +51,17 @@ def test_a_vocabulary_smaller_than_the_tokenizer_gets_the_tokenizer_cut_to_it(tm
     chat = [{"role": "user", "content": "hi"}]
     prompt = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
     assert prompt[0] == 1 and 2 in prompt  # <|im_start|>, <|im_end|> kept
+
+
+@pytest.mark.parametrize(
+    ("shape", "stored"), [("gemma-2-2b", 0.0), ("llama-3.2-3b", 1.0), ("phi-3.5-mini", 1.0)]
+)
+def test_norms_are_stored_as_transformers_initialises_them(shape: str, stored: float) -> None:
+    # Gemma's RMSNorm multiplies by (1 + w): a stored 0 is gain 1, as for the other families' 1.
+    import transformers
+
+    norm = random_tensor("model.layers.0.input_layernorm.weight", (8,), 0, norm_init(SHAPES[shape]))
+    assert norm.float().tolist() == [stored] * 8
+    config = transformers.Gemma2Config(hidden_size=8, num_hidden_layers=1, head_dim=4, vocab_size=16)
+    if shape.startswith("gemma"):  # what transformers itself writes
+        assert transformers.Gemma2ForCausalLM(config).model.norm.weight.abs().max() == 0
