@@ -5,7 +5,12 @@ artifact's size, the daemon's RSS after load and at 2k/8k KV positions, and for 
 6/8/12/16 GB the longest of 2k/8k that fits MemAvailable with the daemon's 256 MiB margin
 (`edgellm.engine.memory_model.predict`, the figures admission uses).
 
-    python bench/model_fit_table.py [--available-fraction 0.4] [--bits 4]
+    python bench/model_fit_table.py [--available-fraction 0.4] [--bits 4] [--measured SCALE.json]
+
+With `--measured` (a bench_scale summary JSON) a shape that bench_scale served takes its measured
+figures: the artifact, the daemon's RSS after load and its peak over the ~2,048-position
+conversation (the larger of the 1- and 2-thread runs); its load peak and 8k figure add the
+predicted growth (load peak − loaded, 8k − 2k) to the measured ones, as nothing measures those.
 
 MemAvailable on a phone: an assumption, not a measurement of ours. Android keeps the system,
 its services and cached apps resident; the checked-in Snapdragon 8 Gen 3 fixture
@@ -18,11 +23,16 @@ ARMv8.2 phone stores fp16, half of it), so the figures are upper bounds on a pho
 from __future__ import annotations
 
 import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from edgellm.common.manifest import ModelShape
 from edgellm.engine.memory_model import (
     FP_KV_MODE,
     MIB,
+    Prediction,
     QuantFacts,
     kv_resident_bytes,
     linear_params,
@@ -57,21 +67,60 @@ SHAPES = dict(
 )
 
 
+# bench_scale's shape keys (bench/scale_shapes.py) of the models above.
+SCALE_KEYS = {
+    "Qwen2.5-0.5B": "qwen2.5-0.5b",
+    "Llama-3.2-1B": "llama-3.2-1b",
+    "Qwen2.5-1.5B": "qwen2.5-1.5b",
+    "Qwen3-1.7B": "qwen3-1.7b",
+    "Gemma-2-2B": "gemma-2-2b",
+    "Llama-3.2-3B": "llama-3.2-3b",
+    "Phi-3.5-mini": "phi-3.5-mini",
+    "Llama-3.1-8B": "llama-3.1-8b",
+}
+
+
+def measured_rows(path: Path) -> dict[str, dict[str, Any]]:
+    """A bench_scale summary's measured rows, by this table's model names."""
+    rows = json.loads(path.read_text())["rows"]
+    by_key = {key: name for name, key in SCALE_KEYS.items()}
+    return {by_key[k]: r for k, r in rows.items() if r.get("label") == "measured" and k in by_key}
+
+
+def from_measured(p: Prediction, m: dict[str, Any]) -> Prediction:
+    """P with bench_scale's measured artifact, RSS after load and at ~2k positions (GiB in M)."""
+    loaded = int(max(m["E RSS load t1 GiB"] or 0, m["E RSS load t2 GiB"] or 0) * GB)
+    at_2k = int(max(m["E RSS peak t1 GiB"] or 0, m["E RSS peak t2 GiB"] or 0) * GB)
+    grown = p.at_context[8192] - p.at_context[2048]  # not measured: the model's KV growth
+    return replace(
+        p,
+        artifact=int(m["artifact GiB"] * GB),
+        loaded=loaded,
+        load_peak=loaded + p.load_peak - p.loaded,
+        at_context={2048: at_2k, 8192: at_2k + grown},
+    )
+
+
 def params(shape: ModelShape) -> int:
     """All weights: the linears, the embedding, and an untied lm_head."""
     vocab_rows = shape.vocab_size * shape.hidden_size
     return linear_params(shape) + vocab_rows * (1 if shape.tie_word_embeddings else 2)
 
 
-def row(name: str, shape: ModelShape, quant: QuantFacts, fraction: float) -> str:
+def row(
+    name: str, shape: ModelShape, quant: QuantFacts, fraction: float, measured: dict[str, Any] | None = None
+) -> str:
     """One Markdown row: sizes in MiB, then per RAM class the longest context that fits ('-': none)."""
     p = predict(shape, quant, (2048, 8192))
+    if measured is not None:
+        p = from_measured(p, measured)
     fits = []
     for ram in RAM_CLASSES_GB:
         have = int(ram * GB * fraction) - MARGIN
         fits.append("8k" if p.fits(8192, have) else "2k" if p.fits(2048, have) else "-")
     kv = [kv_resident_bytes(shape, n, FP_KV_MODE) // MIB for n in (2048, 8192)]
-    cells = [name, f"{params(shape) / 1e9:.2f}", f"{p.artifact // MIB:,}", f"{p.loaded // MIB:,}"]
+    source = "" if measured is None else " (measured)"
+    cells = [name + source, f"{params(shape) / 1e9:.2f}", f"{p.artifact // MIB:,}", f"{p.loaded // MIB:,}"]
     cells += [f"{p.load_peak // MIB:,}", f"{p.at_context[2048] // MIB:,}", f"{p.at_context[8192] // MIB:,}"]
     cells += [f"{kv[0]:,} / {kv[1]:,}", *fits]
     return "| " + " | ".join(cells) + " |"
@@ -81,7 +130,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--available-fraction", type=float, default=0.4, help="MemAvailable / nominal RAM")
     p.add_argument("--bits", type=int, default=4, choices=(4, 8))
+    p.add_argument(
+        "--measured", type=Path, help="bench_scale summary JSON: its measured rows replace predictions"
+    )
     ns = p.parse_args()
+    measured = measured_rows(ns.measured) if ns.measured else {}
     quant = QuantFacts(bits=ns.bits)
     classes = " | ".join(f"{g} GB" for g in RAM_CLASSES_GB)
     print(f"int{ns.bits}-b32, MemAvailable = {ns.available_fraction:.0%} of RAM, daemon RSS in MiB")
@@ -89,7 +142,7 @@ def main() -> None:
     print(f"{head} {classes} |")
     print("|" + " --- |" * (8 + len(RAM_CLASSES_GB)))
     for name, shape in SHAPES.items():
-        print(row(name, shape, quant, ns.available_fraction))
+        print(row(name, shape, quant, ns.available_fraction, measured.get(name)))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ def main() -> None:
 
     base.TextModel.get_vocab_base_pre = pre
     _llama_takes_the_gpt2_vocab_path()
+    _sentencepiece_families_take_the_gpt2_vocab_path()
     sys.argv = [str(src / "convert_hf_to_gguf.py"), *sys.argv[2:]]
     runpy.run_path(sys.argv[0], run_name="__main__")
 
@@ -52,6 +53,27 @@ def _llama_takes_the_gpt2_vocab_path() -> None:
         raise TypeError("bench: use the gpt2 vocab path")
 
     llama.LlamaModel._set_vocab_llama_hf = refuse
+
+
+def _sentencepiece_families_take_the_gpt2_vocab_path() -> None:
+    """Gemma-2 and Phi-3 read SmolLM2's BPE tokenizer.json when the checkpoint has no tokenizer.model."""
+    # Why: their set_vocab reads only a SentencePiece `tokenizer.model` (Gemma2Model through
+    # `_set_vocab_sentencepiece`, Phi3MiniModel directly) and stops with "File not found" /
+    # "Missing tokenizer.model" on the bench's checkpoints, which carry SmolLM2's BPE tokenizer.
+    # `_set_vocab_gpt2` pads the token list to config.json's vocab_size as for Llama-3 above; the
+    # tokenizer changes no weight, speed or memory figure (the vocabulary size is config.json's).
+    from conversion import gemma, phi  # llama.cpp's source tree (on sys.path by main)
+
+    for cls in (gemma.Gemma2Model, phi.Phi3MiniModel):
+        original = cls.set_vocab
+
+        def set_vocab(self: Any, original: Any = original) -> None:
+            if (self.dir_model / "tokenizer.model").is_file():
+                original(self)
+            else:
+                self._set_vocab_gpt2()
+
+        cls.set_vocab = set_vocab
 
 
 if __name__ == "__main__":

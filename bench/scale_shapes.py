@@ -3,8 +3,10 @@
 Each shape is the architecture part of the model's own config.json (vocabulary included: the
 embeddings are a large share of a small model). The checkpoints use the bundled SmolLM2
 tokenizer (49,152 tokens, no download), so the vocabulary is padded beyond it, as Qwen2.5's is
-(151,936 rows for 151,665 tokens). Checkpoints are written tensor by tensor (meta-device model for
-the names and shapes), so building one never holds more than its largest tensor in memory.
+(151,936 rows for 151,665 tokens); a shape with fewer rows (Phi-3.5-mini: 32,064) gets the
+tokenizer cut to its first ids (`fit_tokenizer`), so no token id can pass the embedding.
+Checkpoints are written tensor by tensor (meta-device model for the names and shapes), so
+building one never holds more than its largest tensor in memory.
 
     build_checkpoint("qwen2.5-0.5b", Path(".cache/scale/qwen2.5-0.5b/hf"))
 """
@@ -141,19 +143,27 @@ def tensor_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     return names
 
 
-def random_tensor(name: str, dims: tuple[int, ...], seed: int) -> Any:
-    """A bf16 tensor as transformers would initialise it: norms 1, biases 0, weights N(0, 0.02)."""
+def random_tensor(name: str, dims: tuple[int, ...], seed: int, norm: float = 1.0) -> Any:
+    """A bf16 tensor as transformers would initialise it: norms NORM, biases 0, weights N(0, 0.02)."""
     import torch
 
     if name.endswith("norm.weight") or "layernorm" in name:
-        return torch.ones(dims, dtype=torch.bfloat16)
+        return torch.full(dims, norm, dtype=torch.bfloat16)
     if name.endswith(".bias"):
         return torch.zeros(dims, dtype=torch.bfloat16)
     gen = torch.Generator().manual_seed(seed)
     return (torch.randn(dims, generator=gen) * INIT_STD).to(torch.bfloat16)
 
 
-def _write_shards(names: dict[str, tuple[int, ...]], out: Path) -> int:
+def norm_init(shape: Shape) -> float:
+    """The stored norm weight transformers initialises: Gemma's RMSNorm scales by (1 + w), so 0."""
+    # Why: with 1 a Gemma-2 checkpoint had gain 2 in every norm, 2x larger q and k, and attention
+    # logits of std ~3.7 against ~0.9 as built by transformers; its conversion gate then failed on
+    # MNN-vs-torch fidelity (KL 0.19, rising with position) where the other families pass.
+    return 0.0 if shape.model_class.startswith("Gemma") else 1.0
+
+
+def _write_shards(names: dict[str, tuple[int, ...]], out: Path, norm: float = 1.0) -> int:
     """Write sharded safetensors plus the index, one tensor in memory at a time; total bytes."""
     from safetensors.torch import save_file
 
@@ -171,7 +181,7 @@ def _write_shards(names: dict[str, tuple[int, ...]], out: Path) -> int:
     order = list(names)
     for i, group in enumerate(shards):
         file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        tensors = {n: random_tensor(n, names[n], order.index(n)) for n in group}
+        tensors = {n: random_tensor(n, names[n], order.index(n), norm) for n in group}
         save_file(tensors, str(out / file), metadata={"format": "pt"})
         weight_map |= dict.fromkeys(group, file)
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
@@ -193,10 +203,36 @@ def build_checkpoint(shape_key: str, out: Path) -> Path:
     shape = SHAPES[shape_key]
     out.mkdir(parents=True, exist_ok=True)
     # Shards hold at most SHARD_BYTES at once (a shard's tensors are saved together).
-    _write_shards(tensor_shapes(shape), out)
+    _write_shards(tensor_shapes(shape), out, norm_init(shape))
     make_config(shape).save_pretrained(str(out))
     transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(out))
+    fit_tokenizer(out / "tokenizer.json", int(shape.fields["vocab_size"]))
     return out
+
+
+def fit_tokenizer(path: Path, vocab_size: int) -> None:
+    """Cut a byte-level BPE tokenizer.json to ids below VOCAB_SIZE (no-op when it already fits).
+
+    Why: SmolLM2's 49,152 tokens exceed Phi-3.5's 32,064 embedding rows; its ids past them would
+    index outside the embedding (torch raises in the gate, llama.cpp's converter refuses the
+    vocabulary). Kept: the tokens below the cut (SmolLM2's specials and all 256 byte tokens are
+    ids 0-272) and the merges whose parts and result are all kept, so every text still encodes.
+    """
+    doc = json.loads(path.read_text())
+    vocab: dict[str, int] = doc["model"]["vocab"]
+    if len(vocab) <= vocab_size:
+        return
+    kept = {t: i for t, i in vocab.items() if i < vocab_size}
+    doc["model"]["vocab"] = kept
+    doc["model"]["merges"] = [m for m in doc["model"]["merges"] if _merge_kept(m, kept)]
+    doc["added_tokens"] = [t for t in doc["added_tokens"] if t["id"] < vocab_size]
+    path.write_text(json.dumps(doc, ensure_ascii=False))
+
+
+def _merge_kept(merge: str | list[str], kept: dict[str, int]) -> bool:
+    """Whether a merge's two parts and its result are all in KEPT (merges are "a b" or [a, b])."""
+    a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
+    return a in kept and b in kept and a + b in kept
 
 
 def fp16_bytes(hf_dir: Path) -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.scale_report import extrapolate, params_of
+from bench.scale_shapes import SHAPES, fit_tokenizer, norm_init, random_tensor, tokenizer_dir
 
 # Total parameters as the models' safetensors report them (tied embeddings counted once).
 PUBLISHED = {
@@ -32,3 +35,34 @@ def test_extrapolation_is_linear_in_parameters_for_sizes_and_for_time_per_token(
     assert row["convert s"] == pytest.approx(60.0)
     assert row["E decode t1"] == pytest.approx(20 / 6)  # 1/rate is linear: time per token
     assert row["gptq s"] is None  # no measurement, no figure
+
+
+def test_a_vocabulary_smaller_than_the_tokenizer_gets_the_tokenizer_cut_to_it(tmp_path: Path) -> None:
+    import transformers
+
+    rows = int(SHAPES["phi-3.5-mini"].fields["vocab_size"])  # 32,064 < SmolLM2's 49,152 tokens
+    transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(tmp_path))
+    fit_tokenizer(tmp_path / "tokenizer.json", rows)
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    text = "The tower is 324 metres (1,063 ft) tall, about the same height as an 81-storey building."
+    ids = tok(text)["input_ids"]
+    assert len(tok) == rows and max(ids) < rows
+    assert tok.decode(ids) == text  # every text still encodes, through shorter tokens
+    chat = [{"role": "user", "content": "hi"}]
+    prompt = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
+    assert prompt[0] == 1 and 2 in prompt  # <|im_start|>, <|im_end|> kept
+
+
+@pytest.mark.parametrize(
+    ("shape", "stored"), [("gemma-2-2b", 0.0), ("llama-3.2-3b", 1.0), ("phi-3.5-mini", 1.0)]
+)
+def test_norms_are_stored_as_transformers_initialises_them(shape: str, stored: float) -> None:
+    # Gemma's RMSNorm multiplies by (1 + w): a stored 0 is gain 1, as for the other families' 1.
+    import transformers
+
+    norm = random_tensor("model.layers.0.input_layernorm.weight", (8,), 0, norm_init(SHAPES[shape]))
+    assert norm.float().tolist() == [stored] * 8
+    config = transformers.Gemma2Config(hidden_size=8, num_hidden_layers=1, head_dim=4, vocab_size=16)
+    if shape.startswith("gemma"):  # what transformers itself writes
+        model = transformers.Gemma2ForCausalLM(config)  # type: ignore[no-untyped-call]
+        assert model.model.norm.weight.abs().max() == 0
