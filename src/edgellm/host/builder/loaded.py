@@ -14,7 +14,7 @@ from edgellm.common.manifest import ModelShape, Source
 from edgellm.host.builder.source import checkpoint, model_shape, resolve_source
 from edgellm.host.evaluate.evaluate import EvalConfig, take_tokens
 from edgellm.host.quantize.adapter import adapter_for
-from edgellm.host.quantize.families import check_supported
+from edgellm.host.quantize.families import check_supported, torch_attention
 from edgellm.host.quantize.plan import Calibration, QuantPlan
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def load_model(hf_dir: Path) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32, **torch_attention(hf_dir))
     model.eval()  # type: ignore[no-untyped-call]
     return model, load_tokenizer(hf_dir)
 

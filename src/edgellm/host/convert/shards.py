@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from edgellm.host.quantize.families import torch_attention
+
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 
@@ -61,7 +63,9 @@ def skeleton(hf_dir: Path, dtype: torch.dtype = torch.float32) -> nn.Module:
     # include_buffers=False: non-persistent buffers (rotary inv_freq, Gemma's embed_scale) are not in
     # the checkpoint; they are computed here exactly as from_pretrained computes them.
     with init_empty_weights(include_buffers=False):
-        model: nn.Module = AutoModelForCausalLM.from_config(config, dtype=dtype)  # type: ignore[no-untyped-call]
+        model: nn.Module = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
+            config, dtype=dtype, **torch_attention(config)
+        )
     model.eval()
     for module in model.modules():
         for name, buf in module._buffers.items():

@@ -11,6 +11,7 @@ from edgellm.common.progress import Progress, quiet
 from edgellm.host.builder.host_source import host_hf_dir
 from edgellm.host.evaluate.evaluate import EVAL_FILE, EvalConfig, artifact_bytes, evaluate, take_tokens
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
+from edgellm.host.quantize.families import torch_attention
 
 
 def reference_dir(artifact: Path) -> tuple[Path | None, str]:
@@ -46,7 +47,7 @@ def evaluate_artifact(
 
         tok = AutoTokenizer.from_pretrained(str(reference))
         ids = take_tokens(tok(config.text(), add_special_tokens=False)["input_ids"], config.tokens)
-        model = AutoModelForCausalLM.from_pretrained(str(reference))
+        model = AutoModelForCausalLM.from_pretrained(str(reference), **torch_attention(reference))
         scorers = {"fp": TorchScorer(model), **scorers}
     else:
         ids = take_tokens(mnn.tokenize(config.text()), config.tokens)

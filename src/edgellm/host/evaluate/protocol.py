@@ -23,6 +23,7 @@ from edgellm.common.paths import cache_dir
 from edgellm.host.evaluate.bootstrap import BLOCK, PairedBootstrap, block_ids
 from edgellm.host.evaluate.corpus import Slice
 from edgellm.host.evaluate.runners import PATHS, MnnRunner, Runner, TorchRunner, score_document
+from edgellm.host.quantize.families import torch_attention
 
 log = get_logger(__name__)
 Progress = Callable[[float, str], None]
@@ -88,7 +89,8 @@ class Model:
             return _digest(*((self.path / f).read_bytes() for f in ("manifest.json", "config.json")))
         weights = sorted(self.path.glob("*.safetensors"))
         stats = [f"{w.name}:{w.stat().st_size}:{w.stat().st_mtime_ns}".encode() for w in weights]
-        return _digest((self.path / "config.json").read_bytes(), *stats)
+        attention = json.dumps(torch_attention(self.path)).encode()  # sdpa vs eager differ (Gemma-2's cap)
+        return _digest((self.path / "config.json").read_bytes(), attention, *stats)
 
     def open(self, threads: int | None = None) -> Runner:
         """Load it."""
@@ -100,7 +102,9 @@ class Model:
             torch.set_num_threads(threads)
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(self.path), dtype=torch.float32, **torch_attention(self.path)
+        )
         return TorchRunner(model)
 
 

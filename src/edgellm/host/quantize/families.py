@@ -84,3 +84,23 @@ def check_supported(model: str) -> None:
     kind = model_type(path)
     if kind not in FAMILIES:
         raise InvalidArgument(unsupported_message(kind))
+
+
+def torch_attention(config: object) -> dict[str, str]:
+    """Keyword arguments that make a torch load of ``config``'s model compute the attention it defines.
+
+    ``config`` is a transformers config or a checkpoint directory. Why: transformers' default
+    ``sdpa`` attention drops Gemma-2's ``attn_logit_softcapping`` (its ``sdpa_attention_forward``
+    takes ``softcap`` in ``**kwargs`` and ignores it; only ``eager`` applies the cap): on a tiny
+    gemma2 with q/k scaled 24x (attention logits of std ~4) the two differ by up to 1.35 in the
+    logits. The gate and evaluation compare MNN against this reference, so it must be the model's.
+    """
+    if isinstance(config, Path):
+        try:
+            raw = json.loads((config / "config.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return {}  # resolve_source / from_pretrained say what is wrong with the directory
+        cap = raw.get("attn_logit_softcapping") if isinstance(raw, dict) else None
+    else:
+        cap = getattr(config, "attn_logit_softcapping", None)
+    return {"attn_implementation": "eager"} if cap is not None else {}
