@@ -9,7 +9,11 @@ tool schemas with nested objects, enums and arrays, tests/gateway/tool_schemas.p
 Each sample counts as valid when it has at least one call, every call names an offered function and
 its arguments validate against that function's schema (jsonschema).
 
-Usage: python -m bench.bench_tools --artifact .cache/artifacts/default [--samples 50] [--out FILE]
+With `--named`, sample i names the function TOOLS[i % 5] (`tool_choice: {"type": "function", ...}`),
+all five offered: every schema's constrained arguments are validated in turn (with `required` the
+model picks, and it may never pick one of them).
+
+Usage: python -m bench.bench_tools --artifact .cache/artifacts/default [--samples 50] [--named] [--out FILE]
 """
 
 from __future__ import annotations
@@ -52,14 +56,24 @@ def _valid(calls: list[tuple[str, str]]) -> bool:
     return True
 
 
-def via_gateway(sdk: openai.OpenAI, model: str, seed: int, max_tokens: int) -> dict[str, Any]:
-    """One `required` request through the gateway."""
+Choice = str | dict[str, Any]
+
+
+def tool_choice(seed: int, named: bool) -> Choice:
+    """`required`, or with ``named`` the function TOOLS[seed % 5] by name."""
+    if not named:
+        return "required"
+    return {"type": "function", "function": {"name": TOOLS[seed % len(TOOLS)]["function"]["name"]}}
+
+
+def via_gateway(sdk: openai.OpenAI, model: str, seed: int, max_tokens: int, pick: Choice) -> dict[str, Any]:
+    """One request through the gateway, with ``pick`` as its tool_choice."""
     start = time.perf_counter()
-    reply = sdk.chat.completions.create(
+    reply = sdk.chat.completions.create(  # type: ignore[call-overload]  # tool_choice: str | the named dict
         model=model,
         messages=[{"role": "user", "content": PROMPT}],
         tools=TOOLS,
-        tool_choice="required",
+        tool_choice=pick,
         temperature=0.8,
         seed=seed,
         max_tokens=max_tokens,
@@ -79,10 +93,12 @@ def via_gateway(sdk: openai.OpenAI, model: str, seed: int, max_tokens: int) -> d
     }
 
 
-def unconstrained(client: DaemonClient, model: str, seed: int, max_tokens: int) -> dict[str, Any]:
+def unconstrained(
+    client: DaemonClient, model: str, seed: int, max_tokens: int, choice: Choice
+) -> dict[str, Any]:
     """The same rendered prompt straight to the daemon, no constraint; the text parsed back."""
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "tools": TOOLS,
-            "tool_choice": "required", "temperature": 0.8, "seed": seed,
+            "tool_choice": choice, "temperature": 0.8, "seed": seed,
             "max_tokens": max_tokens}  # fmt: skip
     params = replace(parse("chat", body, max_tokens, defaults=RECOMMENDED).params, constraint=None)
     start = time.perf_counter()
@@ -100,6 +116,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "with_calls": sum(bool(r["calls"]) for r in runs),
         "finish": dict(Counter(str(r["finish"]) for r in runs)),
         "functions": dict(Counter(name for r in runs for name, _ in r["calls"])),
+        "valid_by_function": dict(Counter(name for r in runs if r["valid"] for name, _ in r["calls"])),
         "calls_per_answer": round(statistics.mean(len(r["calls"]) for r in runs), 2),
         "median_tokens": statistics.median(r["tokens"] for r in runs),
         "median_s": round(statistics.median(r["s"] for r in runs), 2),
@@ -112,6 +129,7 @@ def main() -> None:
     ap.add_argument("--artifact", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=50)
     ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--named", action="store_true", help="sample i names TOOLS[i % 5] instead of `required`")
     ap.add_argument("--out", type=Path)
     ns = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop the servers
@@ -123,10 +141,12 @@ def main() -> None:
     ):
         model = client.status().model.name
         for seed in range(ns.samples):
-            runs["gateway"].append(via_gateway(sdk, model, seed, ns.max_tokens))
-            runs["unconstrained"].append(unconstrained(client, model, seed, ns.max_tokens))
-    result = {name: _summary(r) for name, r in runs.items()}
-    result["unconstrained_examples"] = [r["text"] for r in runs["unconstrained"][:3]]  # type: ignore[assignment]
+            choice = tool_choice(seed, ns.named)
+            runs["gateway"].append(via_gateway(sdk, model, seed, ns.max_tokens, choice))
+            runs["unconstrained"].append(unconstrained(client, model, seed, ns.max_tokens, choice))
+    result: dict[str, Any] = {"tool_choice": "named, TOOLS[i % 5]" if ns.named else "required"}
+    result |= {name: _summary(r) for name, r in runs.items()}
+    result["unconstrained_examples"] = [r["text"] for r in runs["unconstrained"][:3]]
     print(json.dumps(result, indent=2))
     if ns.out:
         ns.out.write_text(json.dumps({"summary": result, "runs": runs}, indent=1))

@@ -6,6 +6,12 @@ Real servers: the default model's daemon and a host service on free ports (tests
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -164,3 +170,38 @@ def test_targets_that_were_valid_stay_valid() -> None:
     )
     with pytest.raises(InvalidArgument, match="1 to 65535"):
         with_port("h:65536")
+
+
+# -- item 10: Ctrl-C during generate -----------------------------------------------------------------
+
+
+def test_ctrl_c_during_generate_ends_the_line_says_how_far_it_got_and_exits_130(
+    model_daemon: RunningDaemon,
+) -> None:
+    """A real SIGINT to a real `edgellm generate` process while tokens stream (as a terminal sends it)."""
+    target = f"127.0.0.1:{model_daemon.port}"
+    argv = ["--log-level", "WARNING", "generate", "--target", target, "--temperature", "0"]
+    prompt = "Write a long story about a dragon who learns to bake bread, with many chapters."
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edgellm.cli", *argv, "--max-new-tokens", "2000", prompt],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    streamed = b""
+    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    while len(streamed) < 40 and time.monotonic() < deadline:  # a few words of the answer, then Ctrl-C
+        chunk = os.read(proc.stdout.fileno(), 256)
+        if not chunk:
+            break
+        streamed += chunk
+    assert len(streamed) >= 40, (streamed, proc.stderr.read() if proc.stderr else b"")
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=60)
+    out = (streamed + rest).decode()
+    assert proc.returncode == 130, (proc.returncode, out, err)
+    assert out.endswith("\n") and not out.endswith("\n\n"), out  # the answer's line ended, once
+    stderr = err.decode()
+    assert "Traceback" not in stderr, stderr
+    note = re.search(r"\[interrupted\] after (\d+) tokens", stderr)
+    assert note is not None and int(note.group(1)) > 0, stderr
