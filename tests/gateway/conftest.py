@@ -74,9 +74,15 @@ async def gateway(start_gw: StartGateway, fake_daemon: RunningDaemon) -> Running
     return await start_gw(fake_daemon)
 
 
+# Per request. Answers of the real model: a 256-token constrained answer took over 30 s on the
+# 2-core CI machine at load average 5-7 (APITimeoutError in CI, 2026-12-05, with 30 s); a wedged
+# gateway still fails a test well inside pytest's own 600 s.
+SDK_TIMEOUT = 180.0
+
+
 def sdk(gw: RunningGateway, api_key: str = KEY) -> openai.AsyncOpenAI:
     """The official SDK pointed at a gateway (no retries: a test sees every status as it is)."""
-    return openai.AsyncOpenAI(base_url=gw.url, api_key=api_key, max_retries=0, timeout=30.0)
+    return openai.AsyncOpenAI(base_url=gw.url, api_key=api_key, max_retries=0, timeout=SDK_TIMEOUT)
 
 
 @pytest_asyncio.fixture
@@ -95,7 +101,9 @@ def gateway_of(gw: RunningGateway) -> Gateway:
 def keyed_http(gw: RunningGateway, key: str = KEY) -> httpx.AsyncClient:
     """An httpx client for a gateway's root URL, sending KEY."""
     return httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{gw.port}", headers={"Authorization": f"Bearer {key}"}, timeout=30.0
+        base_url=f"http://127.0.0.1:{gw.port}",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=SDK_TIMEOUT,
     )
 
 
