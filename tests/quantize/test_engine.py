@@ -75,9 +75,9 @@ def test_awq_rounds_on_the_grid_its_search_scored(
     calib = torch.randint(0, 49152, (4, 32), generator=torch.Generator().manual_seed(0))
     plan = replace(preset("int4", method="awq", block=32), awq_grid=grid)
     qweights, _ = quantize_model(copy.deepcopy(tiny_model), plan, calib)
-    # Every linear went through rtn_quantize once, and lm_head once per 8,192-row chunk
+    # Every linear went through rtn_quantize once, and lm_head once per LM_HEAD_ROWS-row chunk
     # (apply.quantize_lm_head: the rows quantize independently, so chunks bound its temporaries).
     linears = len(qweights) - 1
-    lm_chunks = -(-tiny_model.get_output_embeddings().weight.shape[0] // 8192)
+    lm_chunks = -(-tiny_model.get_output_embeddings().weight.shape[0] // apply.LM_HEAD_ROWS)
     assert len(seen) == linears + lm_chunks
     assert seen[:linears] == [clipped] * linears and not any(seen[linears:])  # lm_head: plain RTN

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,7 @@ from edgellm.common.errors import FailedPrecondition, Unavailable
 from edgellm.common.mnn import c_stdout_to_stderr, import_mnn_llm
 
 Logits = npt.NDArray[np.float32]
+T = TypeVar("T")
 _NOT_LOADED = -1  # MNN.llm.LlmStatus.NOT_LOADED
 
 
@@ -112,6 +113,18 @@ class MnnLlm:
         if out is None:
             raise Unavailable("MNN forward failed")
         return np.array(out.read(), dtype=np.float32, copy=True)
+
+    def forward_read(self, ids: list[int], use: Callable[[Logits], T]) -> T:
+        """Run ids through the model and return ``use(logits)``, the logits read in place.
+
+        ``logits`` is a view of MNN's output buffer, valid only inside ``use`` (the next forward
+        overwrites it): no copy of a [T, V] all-logits output (0.5 GB at T=1,024 and Llama-3's
+        vocabulary), for a caller that reduces the logits at once (the conversion gate).
+        """
+        out = self._llm.forward(ids)
+        if out is None:
+            raise Unavailable("MNN forward failed")
+        return use(np.asarray(out.read(), dtype=np.float32))
 
     def reset(self) -> None:
         """Forget the KV cache (MNN drops it on the next forward)."""

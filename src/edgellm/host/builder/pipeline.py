@@ -25,9 +25,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import structlog
 
+from edgellm.common.allocator import release_free_memory
 from edgellm.common.artifact_files import list_files, publish, write_manifest
 from edgellm.common.manifest import (
     SCHEMA_VERSION,
@@ -58,6 +58,7 @@ from edgellm.host.quantize.grid import QuantizedWeight
 from edgellm.host.quantize.plan import QuantPlan
 
 if TYPE_CHECKING:
+    from edgellm.host.convert.reference import ChunkedLogits
     from edgellm.host.convert.verify import FpReference
 
 log = structlog.get_logger(__name__)
@@ -159,11 +160,12 @@ def build_artifact(
     if consume and (measure.evaluate or quantized is not None):
         raise ValueError("consume quantizes the fp model in place: not with evaluate or a given model")
     fp = _fp_reference(loaded) if consume and measure.verify else None
+    _free()
     if quantized is None:
         quantized = quantize(loaded, plan, scaled(progress, 0.0, 0.6, "quantize: "), in_place=consume)
     facts = facts_of_model(quantized.model)  # its rotary buffers: before a consumed model is freed
     # AWQ's export saves the scaled model (weights_dir=None below): it must keep its weights.
-    ref_logits = _release(quantized, fp) if consume and not quantized.scales else None
+    ref_logits = _release(quantized, fp, loaded) if consume and not quantized.scales else None
     seconds = {"quantize": round(quantized.seconds, 2)}
     staging = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -308,7 +310,7 @@ def _measure(
     measure: Measure,
     seconds: dict[str, float],
     progress: Progress,
-    gate: tuple[FpReference | None, np.ndarray | None] = (None, None),
+    gate: tuple[FpReference | None, ChunkedLogits | None] = (None, None),
 ) -> tuple[Evaluation | None, Checks | None]:
     evaluation = checks = None
     if measure.evaluate:
@@ -339,22 +341,53 @@ def _measure(
 def _fp_reference(loaded: LoadedModel) -> FpReference:
     from edgellm.host.convert.verify import fp_reference
 
-    return fp_reference(loaded.model, loaded.tokenizer)
+    materialize = None if loaded.stream is None else loaded.stream.layer
+    return fp_reference(loaded.model, loaded.tokenizer, materialize=materialize)
 
 
-def _release(quantized: Quantized, fp: FpReference | None) -> np.ndarray | None:
-    """Take the gate's torch logits now, then free the consumed model's tensors (moved to meta).
+def _release(quantized: Quantized, fp: FpReference | None, loaded: LoadedModel) -> ChunkedLogits | None:
+    """Take the gate's torch reference now, then free the consumed model's tensors (moved to meta).
 
     Why: the export's llmexport child and the gate's MNN model each came on top of the fp32 torch
-    model, which no later step needs but for these logits ([T, V], 200 MB for SmolLM2's vocabulary
-    at T=1024, against 540 MB of fp32 weights; 1.6 GB for a Qwen2.5-0.5B shape).
+    model, which no later step needs but for the reference. What is kept is the final hidden states
+    of the evaluation tokens ([T, H]: 8 MB at Llama-3.2-1B) and lm_head's integers (one byte per
+    weight: 0.26 GB there), from which the gate forms the logits a chunk of positions at a time;
+    the [T, V] logits themselves were 0.5 GB there (convert/reference.py).
     """
-    from edgellm.host.convert.verify import torch_logits
+    from edgellm.host.convert.reference import (
+        HeadLogits,
+        WholeLogits,
+        final_hidden,
+        quantized_head,
+        reference_logits,
+        whole,
+    )
 
-    logits = None if fp is None else torch_logits(quantized.model, fp.ids)
+    ref: ChunkedLogits | None = None
+    if fp is not None:
+        model = quantized.model
+        materialize = None if loaded.stream is None else loaded.stream.layer
+        q = quantized.weights.get("lm_head")
+        if q is None:  # no integers to form the head from: keep the logits themselves
+            ref = WholeLogits(whole(reference_logits(model, fp.ids, materialize)))
+        else:
+            bias = model.get_output_embeddings().bias
+            head = quantized_head(q, model.config, None if bias is None else bias.detach().clone())
+            ref = HeadLogits(final_hidden(model, [fp.ids], materialize)[0], head, int(q.codes.shape[0]))
     quantized.model.to("meta")  # the module tree stays (names, config); its storage is released
+    _free()
+    return ref
+
+
+def _free() -> None:
+    """Collect garbage, then give the freed pages of malloc's heaps back to the kernel.
+
+    Why: a convert frees gigabytes between stages (the torch model, the integers), much of it in
+    tensors below glibc's mmap threshold, which stay resident inside the heaps after ``free``
+    (measured at Llama-3.2-1B: docs/quantization.md, "Host memory while converting").
+    """
     gc.collect()
-    return logits
+    release_free_memory()
 
 
 def _drop_integers(quantized: Quantized, loaded: LoadedModel) -> None:
@@ -366,7 +399,7 @@ def _drop_integers(quantized: Quantized, loaded: LoadedModel) -> None:
     quantized.weights.clear()
     if loaded.stream is not None:
         loaded.stream.quantized = {}
-    gc.collect()
+    _free()
 
 
 def _quantization(loaded: LoadedModel, plan: QuantPlan, quantized: Quantized, exact: bool) -> Quantization:

@@ -23,7 +23,10 @@ from edgellm.common.manifest import Fidelity
 DELTA = 1.0  # nats: the reference's top-1 is at least e times as likely as its runner-up
 MIN_CLEAR = 32  # fewer confident positions than this: top-1 is not judged, KL alone decides
 # Bucket edges (first position of each bucket): RoPE and sliding-window defects start past 64.
-CHUNK = 128  # rows per log-softmax (a Qwen vocabulary row is 1.2 MB in float64)
+# Rows per log-softmax. Why 32: each float64 temporary is CHUNK x V x 8 bytes and a KL step holds
+# ~5 of them (at 128 rows and Llama-3's 128,256 tokens: 0.65 GB, the gate's largest transient).
+# Every figure is computed row by row, so the chunk changes no bit of them.
+CHUNK = 32
 BUCKETS: tuple[tuple[int, int | None], ...] = ((0, 64), (64, 512), (512, None))
 
 
@@ -73,19 +76,50 @@ def fidelity(ref_logits: np.ndarray, logits: np.ndarray, delta: float = DELTA) -
     """The fidelity statistics of ``logits`` [T, V] against ``ref_logits`` [T, V]."""
     if ref_logits.shape != logits.shape:
         raise ValueError(f"logits shapes differ: reference {ref_logits.shape}, model {logits.shape}")
-    kl = kl_per_position(ref_logits, logits)
-    by_position = {bucket_name(a, b): float(kl[a:b].mean()) for a, b in BUCKETS if len(kl) > a}
-    clear = clear_positions(ref_logits, delta)
-    n_clear = int(clear.sum())
-    agree = ref_logits[clear].argmax(-1) == logits[clear].argmax(-1)
-    return Fidelity(
-        kl_mean=float(kl.mean()),
-        kl_p99=float(np.quantile(kl, 0.99)),
-        kl_by_position=by_position,
-        top1_clear=float(agree.mean()) if n_clear >= MIN_CLEAR else None,
-        n_clear=n_clear,
-        delta=delta,
-    )
+    tally = Tally(len(logits), delta)
+    tally.add(0, ref_logits, logits)
+    return tally.fidelity()
+
+
+class Tally:
+    """Per-position figures of one model against the reference, filled by chunks of positions.
+
+    What ``fidelity`` computes from two whole [T, V] arrays, with only [C, V] rows of each at a
+    time (the gate never holds a vocabulary x positions array whole): every per-position figure is
+    computed row by row, so the result is the same to the bit.
+    """
+
+    def __init__(self, positions: int, delta: float = DELTA) -> None:
+        self.delta = delta
+        self.kl = np.full(positions, np.nan)  # [T]
+        self.clear = np.zeros(positions, dtype=bool)  # [T]
+        self.agree = np.zeros(positions, dtype=bool)  # [T]
+
+    def add(self, start: int, ref_rows: np.ndarray, rows: np.ndarray) -> None:
+        """Positions ``start`` .. ``start + len(rows)``: reference and model logits [C, V]."""
+        if ref_rows.shape != rows.shape:
+            raise ValueError(f"logits shapes differ: reference {ref_rows.shape}, model {rows.shape}")
+        self.kl[start : start + len(rows)] = kl_per_position(ref_rows, rows)
+        for a in range(0, len(rows), CHUNK):  # np.partition copies its input: CHUNK rows at a time
+            at = slice(start + a, start + min(a + CHUNK, len(rows)))
+            self.clear[at] = clear_positions(ref_rows[a : a + CHUNK], self.delta)
+            self.agree[at] = ref_rows[a : a + CHUNK].argmax(-1) == rows[a : a + CHUNK].argmax(-1)
+
+    def fidelity(self) -> Fidelity:
+        """The statistics over every position (each must have been added)."""
+        kl = self.kl
+        if np.isnan(kl).any():
+            raise ValueError(f"{int(np.isnan(kl).sum())} of {len(kl)} positions were never scored")
+        by_position = {bucket_name(a, b): float(kl[a:b].mean()) for a, b in BUCKETS if len(kl) > a}
+        n_clear = int(self.clear.sum())
+        return Fidelity(
+            kl_mean=float(kl.mean()),
+            kl_p99=float(np.quantile(kl, 0.99)),
+            kl_by_position=by_position,
+            top1_clear=float(self.agree[self.clear].mean()) if n_clear >= MIN_CLEAR else None,
+            n_clear=n_clear,
+            delta=self.delta,
+        )
 
 
 def failures(fid: Fidelity, limits: Limits) -> list[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +29,24 @@ from typing import Any
 import numpy as np
 import structlog
 
+from edgellm.common.allocator import release_free_memory
 from edgellm.common.manifest import Checks, Fidelity
 from edgellm.common.mnn_llm import MnnLlm, host_threads, rows
 from edgellm.common.paths import data_dir
-from edgellm.host.convert.fidelity import CHUNK, Limits, describe_positions, failures, fidelity
+from edgellm.host.convert.fidelity import CHUNK, Limits, Tally, describe_positions, failures
+from edgellm.host.convert.reference import (
+    ROWS,
+    ChunkedLogits,
+    HeadLogits,
+    WholeLogits,
+    chunks,
+    final_hidden,
+    model_head,
+)
+from edgellm.host.convert.reference import reference_logits as reference_logits_of
 from edgellm.host.evaluate.evaluate import EVAL_FILE
-from edgellm.host.evaluate.scorers import decode_each
+from edgellm.host.evaluate.scorers import decode_chunks
+from edgellm.host.quantize.apply import Materialize
 
 log = structlog.get_logger(__name__)
 
@@ -75,78 +86,115 @@ def eval_token_ids(tokenizer: Any, n_tokens: int = EVAL_TOKENS) -> list[int]:
 
 def perplexity(logits: np.ndarray, ids: list[int]) -> float:
     """Perplexity of ``ids[1:]`` under per-position ``logits`` [T, V] (position t predicts t+1)."""
-    target = np.asarray(ids[1:])
-    nll = np.empty(len(target))
-    # Why chunks: float64 temporaries of the whole [T, V] (a copy and its exp) held 1.2 GB at
-    # T=1024, V=49,152 while the torch models and MNN were loaded: the gate's memory peak.
-    for a in range(0, len(target), CHUNK):
-        x = logits[a : min(a + CHUNK, len(target))].astype(np.float64)  # [C, V]
-        if not np.isfinite(x).all():
-            raise ConversionCheckFailed("non-finite logits")
-        top = x.max(axis=-1, keepdims=True)
-        logz = np.log(np.exp(x - top).sum(axis=-1)) + top[:, 0]
-        nll[a : a + len(x)] = logz - x[np.arange(len(x)), target[a : a + len(x)]]
-    return float(math.exp(nll.mean()))
+    return perplexity_of(WholeLogits(logits), ids)
 
 
-def torch_logits(model: Any, ids: list[int]) -> np.ndarray:
-    """Torch logits [T, V] (float32) of ``ids`` as one window."""
-    import torch
+def perplexity_of(logits: ChunkedLogits, ids: list[int]) -> float:
+    """``perplexity`` of logits handed out by rows (reference.py), never whole."""
+    nll = Nll(ids)
+    for start, part in chunks(logits):
+        nll.add(start, part)
+    return nll.perplexity()
 
-    with torch.inference_mode():
-        out: np.ndarray = model(torch.tensor([ids])).logits[0].float().numpy()
-    return out
+
+class Nll:
+    """Negative log-likelihood of each next token of ``ids``, filled by chunks of positions."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.target = np.asarray(ids[1:])  # position t predicts ids[t + 1]
+        self.nll = np.full(len(self.target), np.nan)
+
+    def add(self, start: int, rows: np.ndarray) -> None:
+        """Logits [C, V] of positions ``start`` .. ``start + C`` (the last position predicts nothing)."""
+        # Why CHUNK rows at a time: float64 temporaries of the whole [T, V] (a copy and its exp) held
+        # 1.2 GB at T=1024, V=49,152 while the torch models and MNN were loaded.
+        for a in range(start, min(start + len(rows), len(self.target)), CHUNK):
+            b = min(a + CHUNK, start + len(rows), len(self.target))
+            x = rows[a - start : b - start].astype(np.float64)  # [C, V]
+            if not np.isfinite(x).all():
+                raise ConversionCheckFailed("non-finite logits")
+            top = x.max(axis=-1, keepdims=True)
+            logz = np.log(np.exp(x - top).sum(axis=-1)) + top[:, 0]
+            self.nll[a:b] = logz - x[np.arange(len(x)), self.target[a:b]]
+
+    def perplexity(self) -> float:
+        """exp(mean NLL) over every target (each must have been added)."""
+        if np.isnan(self.nll).any():
+            raise ValueError(
+                f"{int(np.isnan(self.nll).sum())} of {len(self.nll)} positions were never scored"
+            )
+        return float(math.exp(self.nll.mean()))
 
 
-def torch_next_tokens(model: Any, prompts_ids: list[list[int]]) -> list[int]:
-    """Torch's greedy next token after each prompt."""
-    import torch
+@dataclass
+class PathScore:
+    """One MNN path's perplexity and fidelity against the reference, filled by chunks of positions."""
 
-    with torch.inference_mode():
-        return [int(model(torch.tensor([p])).logits[0, -1].argmax()) for p in prompts_ids]
+    nll: Nll
+    tally: Tally
+
+    @classmethod
+    def of(cls, ids: list[int]) -> PathScore:
+        """Empty figures for the positions of ``ids``."""
+        return cls(Nll(ids), Tally(len(ids)))
+
+    def add(self, start: int, ref_rows: np.ndarray, rows: np.ndarray) -> None:
+        """Positions ``start`` .. ``start + C``: the reference's and this path's logits [C, V]."""
+        self.nll.add(start, rows)
+        self.tally.add(start, ref_rows, rows)
 
 
 @dataclass(frozen=True)
 class MnnScores:
-    """Each MNN code path's logits [T, V] reduced by the caller, and greedy next tokens for PROMPTS."""
+    """Each MNN code path's figures against the reference, and greedy next tokens for PROMPTS."""
 
-    prefill: Any
-    decode: Any
+    prefill: PathScore
+    decode: PathScore
+    reference: Nll  # the reference's own next-token NLL (its perplexity)
     next_tokens: list[int]
-    prefill_seconds: float
+    prefill_seconds: float  # MNN's forwards only
     decode_seconds: float
 
 
 def mnn_scores(
-    artifact_dir: Path,
-    ids: list[int],
-    prompts_ids: list[list[int]],
-    reduce: Callable[[np.ndarray], Any] = lambda logits: logits,
+    artifact_dir: Path, ids: list[int], prompts_ids: list[list[int]], ref: ChunkedLogits
 ) -> MnnScores:
-    """Score ``ids`` with one prefill (all logits) and token by token (decode path).
+    """Score ``ids`` with one prefill (all logits) and token by token (decode path) against ``ref``.
 
-    Each path's [T, V] logits go through ``reduce`` (the gate's figures) as soon as they exist, so
-    that the two arrays are never held together (0.6 GB each at Qwen's vocabulary).
+    Neither path's [T, V] logits are copied or held whole: the prefill's are read in place from
+    MNN's output buffer, the decode path's come ROWS positions at a time, and each chunk is scored
+    against the same rows of the reference as soon as it exists.
     """
+    release_free_memory()  # what the build freed before (pipeline._free) makes room for MNN's model
     # all_logits makes forward() return [T, V] instead of only the last position; it must be
     # set before load() (toggling it later re-clones the module).
     model = MnnLlm.open(artifact_dir / "config.json", {"thread_num": host_threads(), "all_logits": True})
+    prefill, decode, reference = PathScore.of(ids), PathScore.of(ids), Nll(ids)
     start = time.perf_counter()
-    prefill = reduce(rows(model.forward(ids)))
-    prefill_seconds = time.perf_counter() - start
+    forwarded: list[float] = []
+
+    def score_prefill(logits: np.ndarray) -> None:
+        forwarded.append(time.perf_counter() - start)
+        view = rows(logits)  # [T, V], MNN's own buffer
+        for a, ref_rows in chunks(ref):
+            reference.add(a, ref_rows)
+            prefill.add(a, ref_rows, view[a : a + len(ref_rows)])
+
+    model.forward_read(ids, score_prefill)
     # Decode path: one token per forward, as generation runs. With "memory": "low" MNN
     # quantizes activations for multi-token prefill, so the two paths differ measurably.
-    start = time.perf_counter()
-    logits = decode_each(model, ids)
-    decode_seconds = time.perf_counter() - start
-    decode = reduce(logits)
-    del logits
+    start, busy = time.perf_counter(), 0.0
+    for a, logits in decode_chunks(model, ids, ROWS):
+        step = time.perf_counter()
+        decode.add(a, ref.rows(a, a + len(logits)), logits)
+        busy += time.perf_counter() - step
+    decode_seconds = time.perf_counter() - start - busy
     nexts = []
     for prompt in prompts_ids:
         model.reset()
         nexts.append(int(rows(model.forward(prompt))[-1].argmax()))
     model.reset()
-    return MnnScores(prefill, decode, nexts, prefill_seconds, decode_seconds)
+    return MnnScores(prefill, decode, reference, nexts, forwarded[0], decode_seconds)
 
 
 @dataclass(frozen=True)
@@ -162,12 +210,24 @@ class FpReference:
     next_tokens: list[int]
 
 
-def fp_reference(model: Any, tokenizer: Any, n_tokens: int = EVAL_TOKENS) -> FpReference:
-    """Score the fp ``model`` once for the gate (perplexity of the evaluation tokens, next tokens)."""
+def fp_reference(
+    model: Any, tokenizer: Any, n_tokens: int = EVAL_TOKENS, materialize: Materialize | None = None
+) -> FpReference:
+    """Score the fp ``model`` once for the gate (perplexity of the evaluation tokens, next tokens).
+
+    Every sequence goes through each decoder layer in one visit (``materialize``: a streamed model's
+    layer loader), and the logits are formed by rows: no [T, V] array (reference.py).
+    """
+    import torch
+
     ids = eval_token_ids(tokenizer, n_tokens)
     prompts_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
-    ppl = perplexity(torch_logits(model, ids), ids)
-    return FpReference(ids, prompts_ids, ppl, torch_next_tokens(model, prompts_ids))
+    hidden = final_hidden(model, [ids, *prompts_ids], materialize)
+    head = model_head(model)
+    ppl = perplexity_of(HeadLogits(hidden[0], head, int(model.config.vocab_size)), ids)
+    with torch.inference_mode():
+        nexts = [int(head(h[-1:]).argmax()) for h in hidden[1:]]
+    return FpReference(ids, prompts_ids, ppl, nexts)
 
 
 def verify(
@@ -177,7 +237,7 @@ def verify(
     *,
     reference: Any = None,
     fp: FpReference | None = None,
-    reference_logits: np.ndarray | None = None,
+    reference_logits: ChunkedLogits | None = None,
     n_tokens: int = EVAL_TOKENS,
     max_ratio: float = MAX_PPL_RATIO,
     limits: Limits = GATE,
@@ -188,20 +248,16 @@ def verify(
     ``reference`` the torch model holding the artifact's integers (fidelity). Without
     ``reference`` fidelity is measured against ``model``, so it then includes the quantization
     error too. ``reference_logits`` are the reference's logits of ``fp.ids``, taken already (a build
-    that frees its torch model before the export passes them).
+    that frees its torch model before the export passes them: reference.py, by rows).
     """
     fp = fp or fp_reference(model, tokenizer, n_tokens)
     ids, prompts_ids, torch_ppl, torch_next = fp.ids, fp.prompts_ids, fp.torch_ppl, fp.next_tokens
-    ref_logits = reference_logits
-    if ref_logits is None:
-        ref_logits = torch_logits(model if reference is None else reference, ids)
-    quant_ppl = perplexity(ref_logits, ids)
+    ref = reference_logits or reference_logits_of(model if reference is None else reference, ids)
+    scores = mnn_scores(artifact_dir, ids, prompts_ids, ref)
+    quant_ppl = scores.reference.perplexity()
     log.info("torch_reference_done", ppl=round(torch_ppl, 4), quant_ppl=round(quant_ppl, 4))
-    scores = mnn_scores(
-        artifact_dir, ids, prompts_ids, lambda x: (perplexity(x, ids), fidelity(ref_logits, x))
-    )
-    ppl = {path: getattr(scores, path)[0] for path in PATHS}
-    fid = {path: getattr(scores, path)[1] for path in PATHS}
+    ppl = {path: getattr(scores, path).nll.perplexity() for path in PATHS}
+    fid = {path: getattr(scores, path).tally.fidelity() for path in PATHS}
     mnn_ppl = max(ppl.values())
     agree = sum(a == b for a, b in zip(torch_next, scores.next_tokens, strict=True))
     result = Checks(
@@ -224,7 +280,7 @@ def verify(
         min_top1_clear=limits.min_top1_clear,
     )
     log.info("verify_done", **asdict(result))
-    check_quality(ppl, torch_ppl, max_ratio, vocab=ref_logits.shape[-1])
+    check_quality(ppl, torch_ppl, max_ratio, vocab=ref.vocab)
     check_fidelity(fid, limits)
     return result
 

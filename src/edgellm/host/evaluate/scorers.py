@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,12 +62,31 @@ class MnnScorer:
 
 def decode_each(llm: MnnLlm, ids: list[int]) -> np.ndarray:
     """From an empty cache, feed ``ids`` one token per forward (the generation path): logits [T, V]."""
-    llm.reset()
+    out: np.ndarray | None = None
     # Filled in place: a list of rows then np.concatenate held [T, V] twice (1.2 GB at T=1,024 and
-    # Qwen's 151,936-token vocabulary, the conversion gate's peak).
-    first = rows(llm.forward([ids[0]]))[-1]
-    out = np.empty((len(ids), first.shape[-1]), dtype=first.dtype)
-    out[0] = first
-    for i, t in enumerate(ids[1:], 1):
-        out[i] = rows(llm.forward([t]))[-1]
+    # Qwen's 151,936-token vocabulary).
+    for start, part in decode_chunks(llm, ids):
+        if out is None:
+            out = np.empty((len(ids), part.shape[-1]), dtype=part.dtype)
+        out[start : start + len(part)] = part
+    assert out is not None, "no ids"
     return out
+
+
+def decode_chunks(llm: MnnLlm, ids: list[int], chunk: int = 256) -> Iterator[tuple[int, np.ndarray]]:
+    """``decode_each`` by ``chunk`` positions: (first position, logits [C, V]) in one reused buffer.
+
+    Use each chunk before asking for the next: the buffer is overwritten. The conversion gate
+    scores the decode path this way, never holding its [T, V] logits whole.
+    """
+    llm.reset()
+    buf: np.ndarray | None = None
+    for start in range(0, len(ids), chunk):
+        part = ids[start : start + chunk]
+        for j, t in enumerate(part):
+            row = rows(llm.forward([t]))[-1]  # [V]
+            if buf is None:
+                buf = np.empty((min(chunk, len(ids)), row.shape[-1]), dtype=row.dtype)
+            buf[j] = row
+        assert buf is not None
+        yield start, buf[: len(part)]

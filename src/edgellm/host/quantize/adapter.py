@@ -77,6 +77,12 @@ class DecoderAdapter:
         out: torch.Tensor = model.model.embed_tokens(ids)  # type: ignore[operator,union-attr]
         return out
 
+    def final_norm(self, model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        """The norm after the last decoder layer: [B, T, H] -> [B, T, H] (what lm_head reads)."""
+        norm = model.get_submodule("model.norm")
+        out: torch.Tensor = norm(hidden)
+        return out
+
     def layer_kwargs(self, model: nn.Module, hidden: torch.Tensor, index: int = 0) -> dict[str, object]:
         """What layer ``index`` needs besides its input, as the model's own forward passes it.
 

@@ -25,16 +25,21 @@ log = structlog.get_logger(__name__)
 Progress = Callable[[float, str], None]
 # Brings decoder layer i into memory for the block (a streamed model's; builder/streamed.py).
 Materialize = Callable[[int], AbstractContextManager[object]]
+LM_HEAD_ROWS = 2048  # lm_head rows RTN-quantized at a time (quantize_lm_head says why)
 
 
 def _noop(_fraction: float, _message: str) -> None:
     return None
 
 
-def _run_layer(
+def run_layer(
     adapter: DecoderAdapter, model: nn.Module, index: int, hidden: torch.Tensor, batch: int = 8
 ) -> torch.Tensor:
-    """Run decoder layer ``index`` over every calibration sample: [N, T, H] -> [N, T, H]."""
+    """Run decoder layer ``index`` over every sample of ``hidden``: [N, T, H] -> [N, T, H].
+
+    The one layer walker: quantization's calibration passes and the conversion gate's torch
+    reference (convert/reference.py) both call it.
+    """
     outs = []
     layer = adapter.layers(model)[index]
     kwargs = adapter.layer_kwargs(model, hidden[:1], index)
@@ -66,7 +71,7 @@ def _collect(
 
         handles.append(layer.get_submodule(short).register_forward_hook(hook))
     try:
-        _run_layer(adapter, model, index, hidden)
+        run_layer(adapter, model, index, hidden)
     finally:
         for h in handles:
             h.remove()
@@ -139,7 +144,7 @@ def _quantize_layer(
         out[prefix + short] = to_host(_quantize_linear(_linear(layer, short), v, plan, gptq.get(short)))
     if hidden is None:
         return None
-    hidden = _run_layer(adapter, model, i, hidden)
+    hidden = run_layer(adapter, model, i, hidden)
     check_finite(hidden, f"layer {i} output")
     return hidden
 
@@ -181,7 +186,7 @@ def _quantize_linear(lin: nn.Linear, v: LayerSpec, plan: QuantPlan, gptq: GPTQ |
 
 
 @torch.no_grad()
-def quantize_lm_head(model: nn.Module, plan: QuantPlan, rows: int = 8192) -> QuantizedWeight:
+def quantize_lm_head(model: nn.Module, plan: QuantPlan, rows: int = LM_HEAD_ROWS) -> QuantizedWeight:
     """RTN-quantize the output embedding in place at the plan's lm_head bits/block; return it."""
     lm_head = model.get_output_embeddings()  # type: ignore[operator]
     if not isinstance(lm_head, nn.Linear):
@@ -189,7 +194,9 @@ def quantize_lm_head(model: nn.Module, plan: QuantPlan, rows: int = 8192) -> Qua
     w = lm_head.weight  # [V, H]
     # Why by rows: rows are quantized independently (the result is the same bits), and the whole
     # [V, H] at once took ~4 fp32 temporaries of it: 4 GB at Llama-3's 128,256 x 2,048, the
-    # largest transient of a streamed convert.
+    # largest transient of a streamed convert. Why 2,048 rows: it runs when every layer's integers
+    # are held (a convert's quantize-stage peak), and its ~6 fp32 temporaries of [rows, H] were
+    # 0.4 GB at 8,192 rows and H = 2,048 (0.1 GB at 2,048).
     parts = []
     for a in range(0, w.shape[0], rows):
         q = rtn_quantize(w[a : a + rows], plan.lm_head_bits, plan.lm_head_block)
