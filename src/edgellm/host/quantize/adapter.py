@@ -86,9 +86,10 @@ class DecoderAdapter:
     def layer_kwargs(self, model: nn.Module, hidden: torch.Tensor, index: int = 0) -> dict[str, object]:
         """What layer ``index`` needs besides its input, as the model's own forward passes it.
 
-        RoPE cos/sin (per layer type for Gemma-3); a None mask means causal attention, and a
-        sliding-window layer gets its window mask once the calibration length exceeds the window
-        (else GPTQ/AWQ would see attention the model never computes).
+        RoPE cos/sin (per layer type for Gemma-3); a None mask means causal attention (sdpa), an
+        eager-attention model gets the causal mask itself, and a sliding-window layer gets its window
+        mask once the calibration length exceeds the window (else GPTQ/AWQ would see attention the
+        model never computes).
         """
         config: Any = model.config
         kind = (getattr(config, "layer_types", None) or [None] * (index + 1))[index]
@@ -96,9 +97,14 @@ class DecoderAdapter:
         rotary: Any = model.model.rotary_emb  # type: ignore[union-attr]
         rope = rotary(hidden, pos, kind) if self.rotary_per_layer_type else rotary(hidden, pos)
         window = getattr(config, "sliding_window", None)
+        length = hidden.shape[1]
         mask = None
-        if kind == "sliding_attention" and window and hidden.shape[1] > window:
-            mask = sliding_mask(hidden.shape[1], int(window), hidden.dtype)
+        if kind == "sliding_attention" and window and length > window:
+            mask = sliding_mask(length, int(window), hidden.dtype)
+        elif getattr(config, "_attn_implementation", None) == "eager":
+            # eager attention (Gemma-2's reference, for its logit soft-cap: families.torch_attention)
+            # reads a None mask as "attend everywhere", where sdpa makes it causal: say causal here
+            mask = sliding_mask(length, length, hidden.dtype)
         return {"position_embeddings": rope, "attention_mask": mask}
 
     def linear_names(self, model: nn.Module) -> dict[str, int]:
