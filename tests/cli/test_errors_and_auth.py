@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from edgellm.common.targets import resolve_host_target, resolve_target, with_port
+from edgellm.common.tokens import CONFIG_DIR_ENV, HOME_ENV
 from edgellm.device.rpc.server import RunningDaemon
 from tests.cli.conftest import Result, free_port
 
@@ -22,6 +23,10 @@ def edgellm_process(
 ) -> subprocess.CompletedProcess[str]:
     """`edgellm ARGS` as a separate process, as a user runs it."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("EDGELLM_")}
+    # ... but the session's own data and config dirs (tests/conftest.py), never the developer's: with
+    # them stripped a child read and wrote ~/.config/edgellm, and a token left there made `push
+    # /nonexistent` refuse the connection instead of the path (CI, 2026-12-05)
+    base |= {k: os.environ[k] for k in (HOME_ENV, CONFIG_DIR_ENV) if k in os.environ}
     return subprocess.run(
         [sys.executable, "-m", "edgellm.cli", *argv],
         capture_output=True,

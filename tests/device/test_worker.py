@@ -134,6 +134,10 @@ async def test_on_idle_runs_once_the_queue_drains_not_between_queued_jobs() -> N
         gate.set()
         for t in tickets:
             assert [e async for e in t.stream()] == ["done"]
+        # Why wait: the last job's "done" reaches this task before the worker thread looks at its
+        # queue; a control task sent at once would still be waiting then, so (rightly) no on_idle
+        # would run after the jobs, and the count below would never reach 2 (CI, 2026-12-05).
+        await apoll(lambda: len(idle) >= 1, "on_idle after the jobs")
         await asyncio.wrap_future(worker.call(lambda: None))  # a control task ends busy too
         # Why poll: on_idle runs on the worker thread after the control task's future resolved; a
         # fixed 1 s window missed it on a loaded 2-core machine.

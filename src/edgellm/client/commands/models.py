@@ -50,8 +50,8 @@ def run_push(ns: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     tune_for_streaming()  # the push streams 1 MiB buffers (src/edgellm/common/allocator.py)
+    artifact = resolve_artifact(ns.artifact_dir)  # a wrong path is said first, before any connection
     with client_from(ns) as client:
-        artifact = resolve_artifact(ns.artifact_dir)
         try:  # every call on client.channel carries the token (edgellm.common.channel)
             pusher = Pusher(client.channel, artifact, int(ns.chunk_mib * (1 << 20)))
         except ValueError as err:  # load_local: a file missing, a link, a wrong size
