@@ -97,3 +97,60 @@ def test_threads_share_at_most_arena_max_arenas() -> None:
     out = subprocess.run([sys.executable, "-c", ARENAS], capture_output=True, text=True, check=True)
     arena_max, heaps = map(int, out.stdout.splitlines()[-1].split())
     assert 1 <= heaps <= arena_max, heaps
+
+
+FIXED = r"""
+import ctypes, sys
+from edgellm.common.allocator import tune_for_streaming
+
+def rss_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) / 1024
+
+if sys.argv[1] == "tuned":
+    assert tune_for_streaming()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+first = libc.malloc(16 << 20)  # mapped; freeing it raises glibc's dynamic threshold to 16 MiB
+libc.free(first)
+bufs, pins = [], []
+for _ in range(40):  # 4 MiB layer-sized temporaries, each followed by a live allocation
+    p = libc.malloc(4 << 20)
+    ctypes.memset(p, 1, 4 << 20)
+    bufs.append(p)
+    pins.append(libc.malloc(256 << 10))
+before = rss_mib()
+for p in bufs:
+    libc.free(p)
+print(before - rss_mib())
+"""
+
+
+@needs_exec
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the dynamic mmap threshold is glibc's")
+def test_a_fixed_threshold_unmaps_freed_temporaries_the_dynamic_one_keeps() -> None:
+    """After one 16 MiB free, glibc's default heap-allocates 4 MiB buffers and keeps them resident."""
+    freed = {}
+    for mode in ("default", "tuned"):
+        out = subprocess.run([sys.executable, "-c", FIXED, mode], capture_output=True, text=True, check=True)
+        freed[mode] = float(out.stdout.splitlines()[-1])
+    assert freed["tuned"] > 150 > freed["default"], freed  # 160 MiB back to the kernel, or kept
+
+
+def test_opening_a_model_to_build_applies_the_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Convert and quantize both open the model through LoadedModel.open: it tunes malloc first."""
+    from edgellm.host.builder import loaded
+
+    calls: list[str] = []
+
+    def tune() -> bool:
+        calls.append("tuned")
+        return True
+
+    monkeypatch.setattr(loaded, "tune_for_streaming", tune)
+    monkeypatch.setattr(loaded, "resolve_source", lambda _m: (_ for _ in ()).throw(RuntimeError("stop")))
+    with pytest.raises(RuntimeError, match="stop"):
+        loaded.LoadedModel.open("default")
+    assert calls == ["tuned"]

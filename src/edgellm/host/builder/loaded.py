@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from edgellm.common.allocator import tune_for_streaming
 from edgellm.common.manifest import ModelShape, Source
 from edgellm.host.builder.source import checkpoint, model_shape, resolve_source
 from edgellm.host.evaluate.evaluate import EvalConfig, take_tokens
@@ -81,6 +82,11 @@ class LoadedModel:
         checkpoint whose tensor names transformers converts while loading.
         """
         check_supported(model)
+        # Why: glibc's dynamic mmap threshold climbs to 32 MiB after the first large frees, so the
+        # layer-sized temporaries that follow come from the heap and stay resident after `free`;
+        # a fixed threshold maps them and unmaps them on free (docs/quantization.md, "Host memory
+        # while converting"). The same policy as the daemon and the host service (allocator.py).
+        tune_for_streaming()
         source = resolve_source(model)
         hf_dir = checkpoint(source)
         stream = _open_stream(hf_dir) if streamed else None
