@@ -4,7 +4,8 @@ Sets: the shipped profiles (governor on/off + oracle: ≥ 1.2× unmanaged, no fi
 10-minute decay ≤ 10%), issue 18's warm-case sd8gen3 (ambient +5 °C, capacities ×0.8, resistances
 ×1.25), the tuning set (what the governor's settings were fitted on, beside), the held-out set (never
 tuned on), the low-headroom tuning and held-out sets (hot rooms, cases, pockets, chargers:
-sim/situations.py), and a fresh held-out draw of each kind (held-out-2, lowheadroom-held-out-2).
+sim/situations.py), and fresh held-out draws of each kind (held-out-2, lowheadroom-held-out-2;
+held-out-3, lowheadroom-held-out-3).
 Every scored phone runs both policies. comfort, against the oracle: ≥ 0.9× its tok/s, no firmware
 throttling, skin under the first trip, and on the other sets skin ≤ comfort +
 0.5 °C and steady-state ripple ≤ 15% (reported on the low-headroom sets: half their phones idle above
@@ -15,7 +16,8 @@ that a 1 Hz telemetry stream does not slow decode. Exits 1 (naming each failed b
 any phone of any set misses a bar, so CI and scripts can trust the exit status. Usage:
     python bench/bench_thermal.py [--minutes 30] [--plot docs/governor_thermal.png] [--json] [--out F]
                                   [--sets shipped,warm-case,tuning,held-out,lowheadroom-tuning,
-                                          lowheadroom-held-out,held-out-2,lowheadroom-held-out-2]
+                                          lowheadroom-held-out,held-out-2,lowheadroom-held-out-2,
+                                          held-out-3,lowheadroom-held-out-3]
                                   [--artifact .cache/artifacts/default]
 """
 
@@ -31,7 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from edgellm.client.plot import Trace, plot_traces
-from edgellm.sim.generator import held_out_2_profiles, held_out_profiles, tuning_profiles
+from edgellm.sim.generator import (
+    held_out_2_profiles,
+    held_out_3_profiles,
+    held_out_profiles,
+    tuning_profiles,
+)
 from edgellm.sim.oracle import oracle
 from edgellm.sim.profile import (
     PhoneProfile,
@@ -45,6 +52,7 @@ from edgellm.sim.simulate import SimResult, simulate
 from edgellm.sim.situations import (
     THIN_BAND_C,
     low_headroom_held_out_2_profiles,
+    low_headroom_held_out_3_profiles,
     low_headroom_held_out_profiles,
     low_headroom_tuning_profiles,
 )
@@ -114,7 +122,7 @@ SCORE_COLS = [
     ("passed", "all bars"),
 ]
 # Sets with the comfort + 0.5 °C and ripple bars (reported on the low-headroom ones: see the docstring)
-RIPPLE_BARRED = ("warm-case", "tuning", "held-out", "held-out-2")
+RIPPLE_BARRED = ("warm-case", "tuning", "held-out", "held-out-2", "held-out-3")
 
 
 def shipped(minutes: float) -> tuple[list[dict[str, Any]], dict[str, Any], list[SimResult]]:
@@ -155,6 +163,8 @@ SETS: dict[str, Callable[[], list[PhoneProfile]]] = {
     "lowheadroom-held-out": low_headroom_held_out_profiles,
     "held-out-2": held_out_2_profiles,  # the fresh draw (seeds 9501-9524, 9601-9624)
     "lowheadroom-held-out-2": low_headroom_held_out_2_profiles,
+    "held-out-3": held_out_3_profiles,  # the third draw (seeds 9701-9724, 9801-9824), issue 30's fifth pass
+    "lowheadroom-held-out-3": low_headroom_held_out_3_profiles,
 }
 
 

@@ -90,7 +90,14 @@ class ThermalController:
         self.throughput = c.thermal_policy is ThermalPolicy.THROUGHPUT
         probe = c.probe and not self.throughput
         self.prober: Prober | None = (
-            Prober(ladder, c.probe_hold_s, c.probe_margin_c, revised=c.revised_probe, lead_s=c.probe_lead_s)
+            Prober(
+                ladder,
+                c.probe_hold_s,
+                c.probe_margin_c,
+                revised=c.revised_probe,
+                lead_s=c.probe_lead_s,
+                paced_late_mean=c.paced_probe_late_mean,
+            )
             if probe
             else None
         )
@@ -103,6 +110,7 @@ class ThermalController:
         self.pace_since: float | None = None
         self.started_at: float | None = None
         self.decode_rate = 0.0  # EMA of the decode rate while decoding
+        self.clean_gap: float | None = None  # the last gap read off a prefill pulse (the skin model's)
         self.raw_gap: float | None = None  # this reading's die-skin gap (None while the die settles)
         self.command: float | None = None
         self.learn_from = -math.inf
@@ -153,9 +161,10 @@ class ThermalController:
             self._skin_only_step(skin_c, aim, slope, dt)
             return None if self.throughput else self._select(now)
         learn = not self.probing and now >= self.learn_from
-        model = self.identifier.add(now, skin_c, die_c, learn)
-        goal = self._goal(skin_c, aim, dt)
         settling = self._settling(now, prefill_age_s)
+        model_die_c = skin_c + self._model_gap(die_c - skin_c, prefill_age_s)
+        model = self.identifier.add(now, skin_c, model_die_c, learn)
+        goal = self._goal(skin_c, aim, dt)
         # the probe fits each rung's settling on the gap as read: the filtered gap lags a rung change
         # by ~10 s and read middle-half 4.6 K against 6.1 K on a tuning phone (prefill pulses skipped)
         self.raw_gap = None if settling else die_c - skin_c
@@ -185,6 +194,23 @@ class ThermalController:
         if mode == "probe":
             return self._set(self.prober.current if self.prober is not None else self.current, now, "probe")
         return None if self.throughput else self._select(now)
+
+    def _model_gap(self, gap_k: float, prefill_age_s: float | None) -> float:
+        """The gap the skin model learns from: held at its last reading off a prefill pulse.
+
+        A CPU zone reads a hotspot over the die (K/W times the CPU's power): a prefill burst on the
+        fastest cores lifts the reading at once, by several kelvin, while the heat reaching the skin
+        follows the die node. In the model's windows those pulses were a gap the skin did not answer,
+        so every reply pulled the gain down and the ambient up along the ridge a constant gap leaves
+        free: a tuning phone (2.4 K/W hotspot, 12 tok/s, a reply every ~20 s) drifted from 23 to
+        38.8 °C of effective ambient over 24 minutes and its target gap fell from 8.7 to 1.3 K with
+        the skin 4 °C under the limit (ripple 0.30). The gap loop and the probe already skip the
+        pulses (`_gap`, `raw_gap`); the model now does too.
+        """
+        pulse = prefill_age_s is not None and prefill_age_s < self.config.prefill_settle_s
+        if not self.config.model_skips_prefill or not pulse or self.clean_gap is None:
+            self.clean_gap = gap_k
+        return self.clean_gap
 
     def _elapsed(self, now: float, skin_c: float, aim: float) -> float:
         """Seconds since the last reading (0 at the first, which starts deepest on a hot phone)."""

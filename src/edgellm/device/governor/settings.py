@@ -52,6 +52,10 @@ class GovernorConfig:
     pace_on_filtered_skin: bool = True  # ... judged on the skin_filter_s-filtered skin
     pace_below_duty: float = 0.5  # ... only when pacing this deep (a hotter rung at a high duty is a sprint)
     paced_probe_min_duty: float = 0.1  # ... at no lower duty (a 0.05 duty's gap is sensor noise)
+    paced_probe_late_mean: bool = True  # ... a paced hold reads its last half's mean gap, not an asymptote
+    # the skin model learns the gap held at its last reading off a prefill pulse (prefill_settle_s):
+    # the CPU zone's hotspot made each pulse a gap the skin never answered (issue 30, fifth pass)
+    model_skips_prefill: bool = True
     rehull_k: float = 0.1  # re-rank the rungs once the learnt idle gap has moved this far (K)
     duty_halving: float = 1.0  # past the last rung, the decode duty halves every this many positions
     min_duty: float = 0.05
