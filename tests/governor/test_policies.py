@@ -14,10 +14,12 @@ from edgellm.device.governor.controller import GovernorConfig, ThermalController
 from edgellm.sim.generator import (
     HELD_OUT_2_SEEDS,
     HELD_OUT_3_SEEDS,
+    HELD_OUT_4_SEEDS,
     HELD_OUT_ANY,
     HELD_OUT_SEEDS,
     LOW_HEADROOM_HELD_OUT_2_SEEDS,
     LOW_HEADROOM_HELD_OUT_3_SEEDS,
+    LOW_HEADROOM_HELD_OUT_4_SEEDS,
     LOW_HEADROOM_HELD_OUT_SEEDS,
     LOW_HEADROOM_TUNING_POOL_SEEDS,
     LOW_HEADROOM_TUNING_SEEDS,
@@ -29,6 +31,7 @@ from edgellm.sim.generator import (
     generate_profile,
     held_out_2_profiles,
     held_out_3_profiles,
+    held_out_4_profiles,
 )
 from edgellm.sim.profile import PROFILE_DIR, profile_from_dict
 from edgellm.sim.scorecard import throughput_score
@@ -40,6 +43,7 @@ from edgellm.sim.situations import (
     low_headroom_by_seed,
     low_headroom_held_out_2_profiles,
     low_headroom_held_out_3_profiles,
+    low_headroom_held_out_4_profiles,
     low_headroom_profile,
     low_headroom_tuning_profiles,
 )
@@ -119,6 +123,28 @@ def test_the_third_held_out_draw_uses_unused_seeds_and_tuning_code_cannot_reach_
     # the same generators and strata (profiles only: no governor runs here)
     assert [p.name for p in held_out_3_profiles()] == [f"held-out-{s}" for s in HELD_OUT_3_SEEDS]
     hot = low_headroom_held_out_3_profiles()
+    assert [idle_margin_c(p) <= THIN_BAND_C for p in hot] == [k % 2 == 0 for k in range(24)]
+
+
+def test_the_fourth_held_out_draw_uses_unused_seeds_and_tuning_code_cannot_reach_it() -> None:
+    """held-out-4 / lowheadroom-held-out-4 (issue 30, sixth pass): drawn after held-out-3 was seen."""
+    fourth = set(HELD_OUT_4_SEEDS) | set(LOW_HEADROOM_HELD_OUT_4_SEEDS)
+    used = set(HELD_OUT_SEEDS) | set(LOW_HEADROOM_HELD_OUT_SEEDS) | set(TUNING_SEEDS)
+    used |= set(HELD_OUT_2_SEEDS) | set(LOW_HEADROOM_HELD_OUT_2_SEEDS)
+    used |= set(HELD_OUT_3_SEEDS) | set(LOW_HEADROOM_HELD_OUT_3_SEEDS)
+    used |= set(LOW_HEADROOM_TUNING_SEEDS) | set(TUNING_POOL_SEEDS) | set(LOW_HEADROOM_TUNING_POOL_SEEDS)
+    used |= set(WIDE_TUNING_POOL_SEEDS) | set(LOW_HEADROOM_WIDE_POOL_SEEDS)
+    assert len(fourth) == 48 and not fourth & used and fourth <= HELD_OUT_ANY
+    for seed in (HELD_OUT_4_SEEDS[0], LOW_HEADROOM_HELD_OUT_4_SEEDS[0]):
+        with pytest.raises(HeldOutError):
+            generate_profile(seed, purpose="tuning")
+        with pytest.raises(HeldOutError):
+            low_headroom_profile(seed, thin=True, purpose="tuning")
+    assert generate_profile(HELD_OUT_4_SEEDS[0]).name == "held-out-9901"
+    assert low_headroom_by_seed(LOW_HEADROOM_HELD_OUT_4_SEEDS[1]).name == "lowheadroom-held-out-9952"
+    # the same generators and strata (profiles only: no governor runs here)
+    assert [p.name for p in held_out_4_profiles()] == [f"held-out-{s}" for s in HELD_OUT_4_SEEDS]
+    hot = low_headroom_held_out_4_profiles()
     assert [idle_margin_c(p) <= THIN_BAND_C for p in hot] == [k % 2 == 0 for k in range(24)]
 
 

@@ -4,9 +4,9 @@ The simulator is deterministic and a 30-minute run of one phone takes ~0.2 s, so
 set (seeds 9001–9024, never tuned on), the tuning set, issue 18's warm-case phone, the low-headroom
 held-out set (seeds 9101–9124: hot rooms, cases, chargers) and the fresh held-out draws (held-out-2,
 seeds 9501–9524, and lowheadroom-held-out-2, 9601–9624; held-out-3, 9701–9724, and
-lowheadroom-held-out-3, 9801–9824) run here with the same bars as
-bench/bench_thermal.py (~30 s in all, without the unmanaged runs the comfort bars ignore; the
-throughput policy is tested in test_policies.py).
+lowheadroom-held-out-3, 9801–9824; held-out-4, 9901–9924, and lowheadroom-held-out-4, 9951–9974)
+run here with the same bars as bench/bench_thermal.py (~40 s in all, without the unmanaged runs the
+comfort bars ignore; the throughput policy is tested in test_policies.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from bench.bench_thermal import failures, warm_case_phones
 from edgellm.sim.generator import (
     held_out_2_profiles,
     held_out_3_profiles,
+    held_out_4_profiles,
     held_out_profiles,
     tuning_profiles,
 )
@@ -30,6 +31,7 @@ from edgellm.sim.scorecard import RATIO_BAR, RIPPLE_BAR, SKIN_SLACK_C, Score, sc
 from edgellm.sim.situations import (
     low_headroom_held_out_2_profiles,
     low_headroom_held_out_3_profiles,
+    low_headroom_held_out_4_profiles,
     low_headroom_held_out_profiles,
 )
 
@@ -37,15 +39,19 @@ ROOT = Path(__file__).resolve().parents[2]
 HELD_OUT = held_out_profiles()
 HELD_OUT_2 = held_out_2_profiles()
 HELD_OUT_3 = held_out_3_profiles()
-ALL_HELD_OUT = HELD_OUT + HELD_OUT_2 + HELD_OUT_3
+HELD_OUT_4 = held_out_4_profiles()
+ALL_HELD_OUT = HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4
 TUNING = tuning_profiles()
 LOW_HEADROOM = low_headroom_held_out_profiles()
 LOW_HEADROOM_2 = low_headroom_held_out_2_profiles()
 LOW_HEADROOM_3 = low_headroom_held_out_3_profiles()
-# The governor's misses on the held-out sets (docs/governor.md, "Prefill pulses and paced readings"):
-# its one evaluation after the fifth pass's freeze, as it came. Strict: a governor that meets the
-# bars there fails this until the doc moves.
-HELD_OUT_MISSES = {"held-out-9020": "steady-state ripple 0.212", "held-out-9509": "governor/oracle 0.889"}
+LOW_HEADROOM_4 = low_headroom_held_out_4_profiles()
+ALL_LOW_HEADROOM = LOW_HEADROOM + LOW_HEADROOM_2 + LOW_HEADROOM_3 + LOW_HEADROOM_4
+# The governor's misses on the held-out sets (docs/governor.md, "The settled probe"): its one
+# evaluation after the sixth pass's freeze, as it came (held-out-9509, 0.889 before, now meets them at
+# 0.939; held-out-9921 is of the fresh fourth draw). Strict: a governor that meets the bars there
+# fails this until the doc moves.
+HELD_OUT_MISSES = {"held-out-9020": "steady-state ripple 0.212", "held-out-9921": "governor/oracle 0.879"}
 
 
 CARDS: dict[str, Score] = {}  # by phone name: each phone is simulated once per session
@@ -73,6 +79,7 @@ def test_the_held_out_set_is_the_24_documented_seeds() -> None:
     assert [p.name for p in HELD_OUT] == [f"held-out-{seed}" for seed in range(9001, 9025)]
     assert [p.name for p in HELD_OUT_2] == [f"held-out-{seed}" for seed in range(9501, 9525)]
     assert [p.name for p in HELD_OUT_3] == [f"held-out-{seed}" for seed in range(9701, 9725)]
+    assert [p.name for p in HELD_OUT_4] == [f"held-out-{seed}" for seed in range(9901, 9925)]
 
 
 def held_out_case(phone: PhoneProfile) -> object:
@@ -100,8 +107,8 @@ def test_the_governor_meets_every_bar_on_the_warm_case_phone() -> None:
 
 @pytest.mark.parametrize(
     "phone",
-    LOW_HEADROOM + LOW_HEADROOM_2 + LOW_HEADROOM_3,
-    ids=[p.name for p in LOW_HEADROOM + LOW_HEADROOM_2 + LOW_HEADROOM_3],
+    ALL_LOW_HEADROOM,
+    ids=[p.name for p in ALL_LOW_HEADROOM],
 )
 def test_the_comfort_governor_meets_its_bars_on_each_low_headroom_held_out_phone(phone: PhoneProfile) -> None:
     """≥ 0.9× the oracle, no firmware throttling, the skin under the first trip (ripple is reported)."""
@@ -114,7 +121,12 @@ def test_the_comfort_governor_meets_its_bars_on_each_low_headroom_held_out_phone
 
 @pytest.mark.parametrize(
     ("phones", "worst", "over_trip"),
-    [(LOW_HEADROOM, 0.964, -0.4), (LOW_HEADROOM_2, 0.939, -0.3), (LOW_HEADROOM_3, 0.96, -0.03)],
+    [
+        (LOW_HEADROOM, 0.964, -0.4),
+        (LOW_HEADROOM_2, 0.939, -0.3),
+        (LOW_HEADROOM_3, 0.96, -0.03),
+        (LOW_HEADROOM_4, 0.951, -0.36),
+    ],
 )
 def test_the_documented_low_headroom_figures_are_what_the_simulator_gives(
     phones: list[PhoneProfile], worst: float, over_trip: float
@@ -131,11 +143,12 @@ def test_the_documented_worst_held_out_figures_are_what_the_simulator_gives() ->
     """docs/benchmarks.md quotes the worst case of each bar; the simulator is deterministic."""
     cards = {p.name: card_of(p) for p in ALL_HELD_OUT}
     met = [c for name, c in cards.items() if name not in HELD_OUT_MISSES]
-    assert min(c.ratio for c in met) == 0.92  # held-out-9722 (held-out 0.954 -9016, held-out-2 0.942 -9503)
+    # held-out-9722 (held-out 0.949 -9004, held-out-2 0.939 -9509, held-out-4 0.928 -9903)
+    assert min(c.ratio for c in met) == 0.92
     assert max(c.throttled_s for c in cards.values()) == 0
     assert max(c.over_comfort_c for c in cards.values()) == 0.02  # held-out-9013
-    assert round(max(c.ripple for c in met), 3) == 0.116  # held-out-9015
-    assert cards["held-out-9020"].ripple == 0.212 and cards["held-out-9509"].ratio == 0.889
+    assert round(max(c.ripple for c in met), 3) == 0.124  # held-out-9702
+    assert cards["held-out-9020"].ripple == 0.212 and cards["held-out-9921"].ratio == 0.879
 
 
 def test_the_bench_names_every_missed_bar() -> None:

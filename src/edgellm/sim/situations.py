@@ -23,6 +23,7 @@ from typing import Any, Literal
 from edgellm.sim.generator import (
     LOW_HEADROOM_HELD_OUT_2_SEEDS,
     LOW_HEADROOM_HELD_OUT_3_SEEDS,
+    LOW_HEADROOM_HELD_OUT_4_SEEDS,
     LOW_HEADROOM_HELD_OUT_SEEDS,
     LOW_HEADROOM_TUNING_SEEDS,
     Purpose,
@@ -94,9 +95,8 @@ def low_headroom_profile(seed: int, thin: bool, purpose: Purpose = "evaluation")
     """The low-headroom phone of a seed (deterministic); thin: idle skin within 2 °C of the first trip."""
     refuse_held_out(seed, purpose)
     rng = random.Random(seed)
-    held_out = (
-        seed in LOW_HEADROOM_HELD_OUT_SEEDS + LOW_HEADROOM_HELD_OUT_2_SEEDS + LOW_HEADROOM_HELD_OUT_3_SEEDS
-    )
+    fresh = LOW_HEADROOM_HELD_OUT_2_SEEDS + LOW_HEADROOM_HELD_OUT_3_SEEDS + LOW_HEADROOM_HELD_OUT_4_SEEDS
+    held_out = seed in LOW_HEADROOM_HELD_OUT_SEEDS + fresh
     prefix = "lowheadroom-held-out" if held_out else "lowheadroom"
     for _ in range(100):
         phone = draw_phone(rng, f"{prefix}-{seed}")
@@ -114,12 +114,14 @@ def low_headroom_by_seed(seed: int) -> PhoneProfile:
         LOW_HEADROOM_HELD_OUT_SEEDS,
         LOW_HEADROOM_HELD_OUT_2_SEEDS,
         LOW_HEADROOM_HELD_OUT_3_SEEDS,
+        LOW_HEADROOM_HELD_OUT_4_SEEDS,
     )
     for seeds in sets:
         if seed in seeds:
             return low_headroom_profile(seed, thin=seeds.index(seed) % 2 == 0)
     raise ValueError(
-        f"seed {seed} is in no low-headroom set (tuning 201-224, held out 9101-9124, 9601-9624, 9801-9824)"
+        f"seed {seed} is in no low-headroom set "
+        "(tuning 201-224, held out 9101-9124, 9601-9624, 9801-9824, 9951-9974)"
     )
 
 
@@ -147,3 +149,8 @@ def low_headroom_held_out_2_profiles() -> list[PhoneProfile]:
 def low_headroom_held_out_3_profiles() -> list[PhoneProfile]:
     """The third low-headroom held-out draw (seeds 9801-9824, thin and warm alternating): acceptance only."""
     return low_headroom_held_out_profiles(LOW_HEADROOM_HELD_OUT_3_SEEDS)
+
+
+def low_headroom_held_out_4_profiles() -> list[PhoneProfile]:
+    """The fourth low-headroom held-out draw (seeds 9951-9974, thin and warm alternating): acceptance only."""
+    return low_headroom_held_out_profiles(LOW_HEADROOM_HELD_OUT_4_SEEDS)

@@ -108,6 +108,7 @@ class ThermalController:
         self.gap_integral = 0.0  # frontier mode
         self.idle_hint_k: float | None = None  # the die-skin gap at the first reading (idle)
         self.pace_since: float | None = None
+        self.steady_since: float | None = None  # the gap loop on its target since (settled_probe)
         self.started_at: float | None = None
         self.decode_rate = 0.0  # EMA of the decode rate while decoding
         self.clean_gap: float | None = None  # the last gap read off a prefill pulse (the skin model's)
@@ -308,6 +309,7 @@ class ThermalController:
         if self.prober is not None and not self.prober.done:
             return self._probe_step(self.prober, now, skin_c, aim, gap, target, tokens_per_second or 0.0)
         self._maybe_pace(self._pace_skin(skin_c), aim, now)
+        self._maybe_pace_settled(skin_c, aim, gap, target, now)
         if self.prober is not None and not self.prober.done:
             return "probe"
         if self.frontier is not None:
@@ -371,9 +373,40 @@ class ThermalController:
             pr.pace(max(cur.duty, self.config.paced_probe_min_duty), idle or 0.0, self.decode_rate)
             self.pace_since = None
 
-    def _pace_ready(self, pr: Prober, now: float) -> bool:
+    def _maybe_pace_settled(self, skin: float, aim: float, gap: float, target: float, now: float) -> None:
+        """The gap loop settled, the skin a probe margin under the aim, rungs never measured: measure
+        them at the decode rate in force.
+
+        The start-up probe runs the ladder's built order and stops on its headroom share, but with
+        frequency caps that order is not cool to hot: a capped larger core set can be faster *and*
+        cooler than the uncapped smaller one before it (a tuning phone: middle@70% 12.2 tok/s at
+        5.8 K, middle-half 11.1 at 7.2 K, probed in that order and stopped after the second). The
+        governor then blends below the measured top, so the extension (`_maybe_extend`) never fires,
+        and it settled at 0.84x the oracle with the skin at its limit. Held at the duty that matches
+        the decode rate in force, each unmeasured rung runs near the heat the loop holds; one whose
+        gap there is over the gap in force is worse at this rate and is left (probe.py). Only with the
+        start-up probe's margin to the aim: nearer, the skin at the aim is the paced probe's case and
+        the holds' swing lingered into the steady state (a 34.6 °C tuning phone: ripple 0.14 -> 0.20).
+        """
+        c, pr, fr = self.config, self.prober, self.frontier
+        steady = abs(gap - target) <= c.settled_tolerance * target and skin <= aim - c.probe_margin_c
+        ready = pr is not None and self._pace_ready(pr, now, c.settled_within_s)
+        if not c.settled_probe or pr is None or fr is None or not ready or not steady:
+            self.steady_since = None
+            return
+        if self.steady_since is None:
+            self.steady_since = now
+        elif now - self.steady_since >= c.pace_after_s:
+            # each rung starts at no more than pace_below_duty until its rate is matched: the fastest
+            # rung at full duty for those first seconds heated the die 10 K over the gap in force
+            duty = min(self.current.duty, c.pace_below_duty)
+            pr.pace(max(duty, c.paced_probe_min_duty), fr.idle_gap_k, self.decode_rate, gap_in_force_k=gap)
+            self.steady_since = None
+
+    def _pace_ready(self, pr: Prober, now: float, within_s: float | None = None) -> bool:
         """Whether a paced probe may start: revised probe, rungs unmeasured, none paced yet, early on."""
-        early = self.started_at is not None and now - self.started_at <= self.config.pace_within_s
+        within = self.config.pace_within_s if within_s is None else within_s
+        early = self.started_at is not None and now - self.started_at <= within
         return self.config.revised_probe and pr.done and pr.remaining > 0 and pr.paced is None and early
 
     def _maybe_extend(self, skin: float, aim: float, target: float, gap: float, now: float) -> None:

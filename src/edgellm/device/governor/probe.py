@@ -62,6 +62,7 @@ class Prober:
         self.paced_tps = 0.0  # the decode rate in force when paced probing began
         self.matched: tuple[int, float] | None = None  # (step, duty) matched to that rate
         self.paced_slack_c = 0.3
+        self.gap_in_force_k: float | None = None  # the gap the loop held when a settled paced probe began
         self.idle_fraction, self.speed_s = idle_fraction, speed_s
         self.headroom_share, self.min_fit_s = headroom_share, min_fit_s
         self.start_skin_c: float | None = None
@@ -107,7 +108,9 @@ class Prober:
         self.held, self.samples = 0.0, []
         return True
 
-    def pace(self, duty: float, idle_gap_k: float, tokens_per_second: float) -> None:
+    def pace(
+        self, duty: float, idle_gap_k: float, tokens_per_second: float, gap_in_force_k: float | None = None
+    ) -> None:
         """Measure the rungs not yet measured at this duty, with the skin at the aim.
 
         On a phone with little headroom the start-up probe stops after the coolest rung or two (or
@@ -117,6 +120,7 @@ class Prober:
         g(d) = idle + d·(g(1) − idle) and tok/s(d) = d·tok/s(1).
         """
         self.paced, self.paced_tps, self.matched = (duty, idle_gap_k), tokens_per_second, None
+        self.gap_in_force_k = gap_in_force_k  # set: a rung hotter than this at the matched rate is left
         self.resume()
 
     def add(
@@ -155,7 +159,7 @@ class Prober:
         self.held += dt
         if self._record(gap_k, tokens_per_second):
             return
-        if self._dominated(dt):
+        if self._dominated(dt) or self._over_force(gap_k):
             self.step += 1  # no faster than a cooler rung: dominated, move on
             self.held, self.samples = 0.0, []
             return
@@ -186,6 +190,8 @@ class Prober:
 
     def _out_of_room(self, skin_c: float, aim_c: float, start_skin_c: float) -> bool:
         """Whether the skin is near the aim, or probing used its share of the headroom it started with."""
+        if self.paced is not None and self.gap_in_force_k is not None:  # under the aim: up to it, ahead
+            return self._ahead(skin_c) > aim_c
         if self.paced is not None:  # measuring at the aim: a few tenths over it ends the hold
             return skin_c > max(aim_c, start_skin_c) + self.paced_slack_c
         if self.resumed and self.revised:  # a hotter rung with heat to spare: up to the margin's half
@@ -205,6 +211,8 @@ class Prober:
         """Just past speed_s on this rung: whether it is no faster than a cooler rung already measured."""
         if not self.results or not self.speed_s <= self.held < self.speed_s + dt:
             return False
+        if self._hotter_at_rate():
+            return True
         speed = [x[2] for x in self.samples if x[0] >= 3.0]
         if not speed:
             return False
@@ -216,6 +224,33 @@ class Prober:
         # oracle paces it was left on the little cores, 0.83×)
         gap = settled_gap([x[0] for x in self.samples], self._gaps())
         return any(r[2] * 1.03 >= tps and r[1] <= gap for r in self.results)
+
+    def _over_force(self, gap_k: float | None) -> bool:
+        """A settled paced probe, rate matched: a reading already 10% over the gap in force ends the hold.
+
+        The die rises from near the gap in force toward the rung's own: a reading over it says the
+        rung is hotter at this rate without waiting speed_s (each such hold pushed the skin at its aim
+        up to 0.5 °C over the comfort limit on the wide pool).
+        """
+        if gap_k is None or self.gap_in_force_k is None or not self._rate_matched:
+            return False
+        return self.held >= 3.0 and gap_k > 1.1 * self.gap_in_force_k
+
+    @property
+    def _rate_matched(self) -> bool:
+        """Whether the rung held now runs at the duty matched to the decode rate in force."""
+        return self.matched is not None and self.matched[0] == self.step
+
+    def _hotter_at_rate(self) -> bool:
+        """A settled paced probe, rate matched: whether this rung runs hotter than the gap in force.
+
+        At the same decode rate a hotter gap is more power for the same tokens: no better than where
+        the loop was, and holding it 40 s pushes the skin (the fastest rung matched 2.3x the gap).
+        """
+        if self.gap_in_force_k is None or not self._rate_matched:
+            return False
+        raw = [x[1] for x in self.samples]
+        return len(raw) >= 4 and settled_gap([x[0] for x in self.samples], raw) > self.gap_in_force_k
 
     def _gaps(self) -> list[float]:
         """The hold's gaps; paced: each one's full-duty gap, g(1) = idle + (g(d) − idle)/d.

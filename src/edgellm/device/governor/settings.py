@@ -52,6 +52,12 @@ class GovernorConfig:
     pace_on_filtered_skin: bool = True  # ... judged on the skin_filter_s-filtered skin
     pace_below_duty: float = 0.5  # ... only when pacing this deep (a hotter rung at a high duty is a sprint)
     paced_probe_min_duty: float = 0.1  # ... at no lower duty (a 0.05 duty's gap is sensor noise)
+    # ... and, with the gap loop settled on its target (within this share) for pace_after_s and the skin
+    # probe_margin_c under the aim, at the decode rate in force: with frequency caps the built order is
+    # not cool to hot, and the start-up probe stopped before a faster, cooler capped rung (sixth pass)
+    settled_probe: bool = True
+    settled_tolerance: float = 0.05
+    settled_within_s: float = 720.0  # ... starting in the first minutes only
     paced_probe_late_mean: bool = True  # ... a paced hold reads its last half's mean gap, not an asymptote
     # the skin model learns the gap held at its last reading off a prefill pulse (prefill_settle_s):
     # the CPU zone's hotspot made each pulse a gap the skin never answered (issue 30, fifth pass)
