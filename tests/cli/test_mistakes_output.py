@@ -186,6 +186,10 @@ def test_ctrl_c_during_generate_ends_the_line_says_how_far_it_got_and_exits_130(
         [sys.executable, "-m", "edgellm.cli", *argv, "--max-new-tokens", "2000", prompt],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # Why: a shell without job control starts background jobs with SIGINT ignored, and the
+        # child would inherit that (Python then installs no KeyboardInterrupt handler): a CI
+        # harness run with `&` saw exit 0. A terminal's foreground process has the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     streamed = b""
     deadline = time.monotonic() + 120
