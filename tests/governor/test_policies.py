@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -16,7 +17,7 @@ from edgellm.sim.generator import (
     HELD_OUT_3_SEEDS,
     HELD_OUT_4_SEEDS,
     HELD_OUT_ANY,
-    HELD_OUT_SEEDS,
+    HELD_OUT_DRAWS,
     LOW_HEADROOM_HELD_OUT_2_SEEDS,
     LOW_HEADROOM_HELD_OUT_3_SEEDS,
     LOW_HEADROOM_HELD_OUT_4_SEEDS,
@@ -33,7 +34,7 @@ from edgellm.sim.generator import (
     held_out_3_profiles,
     held_out_4_profiles,
 )
-from edgellm.sim.profile import PROFILE_DIR, profile_from_dict
+from edgellm.sim.profile import PROFILE_DIR, PhoneProfile, profile_from_dict
 from edgellm.sim.scorecard import throughput_score
 from edgellm.sim.simulate import comfort_limit, phone_ladder, simulate
 from edgellm.sim.situations import (
@@ -85,66 +86,52 @@ def test_tuning_code_cannot_reach_the_low_headroom_held_out_phones() -> None:
         low_headroom_tuning_profiles((LOW_HEADROOM_TUNING_SEEDS[0], LOW_HEADROOM_HELD_OUT_SEEDS[1]))
 
 
-def test_the_fresh_held_out_draw_uses_unused_seeds_and_tuning_code_cannot_reach_it() -> None:
-    """held-out-2 / lowheadroom-held-out-2 (issue 30): drawn after the first held-out sets were seen."""
-    fresh = set(HELD_OUT_2_SEEDS) | set(LOW_HEADROOM_HELD_OUT_2_SEEDS)
-    used = set(HELD_OUT_SEEDS) | set(LOW_HEADROOM_HELD_OUT_SEEDS) | set(TUNING_SEEDS)
-    used |= set(LOW_HEADROOM_TUNING_SEEDS) | set(TUNING_POOL_SEEDS) | set(LOW_HEADROOM_TUNING_POOL_SEEDS)
-    used |= set(WIDE_TUNING_POOL_SEEDS) | set(LOW_HEADROOM_WIDE_POOL_SEEDS)
-    assert len(fresh) == 48 and not fresh & used
-    for seed in (HELD_OUT_2_SEEDS[0], LOW_HEADROOM_HELD_OUT_2_SEEDS[0]):
+FRESH_DRAWS = [  # (ordinary, low-headroom, their profiles, the names the first seeds get)
+    pytest.param(
+        HELD_OUT_2_SEEDS, LOW_HEADROOM_HELD_OUT_2_SEEDS,
+        held_out_2_profiles, low_headroom_held_out_2_profiles,
+        "held-out-9501", "lowheadroom-held-out-9602", id="held-out-2",
+    ),  # issue 30: drawn after the first held-out sets were seen
+    pytest.param(
+        HELD_OUT_3_SEEDS, LOW_HEADROOM_HELD_OUT_3_SEEDS,
+        held_out_3_profiles, low_headroom_held_out_3_profiles,
+        "held-out-9701", "lowheadroom-held-out-9802", id="held-out-3",
+    ),  # fifth pass: drawn after held-out-2 was seen
+    pytest.param(
+        HELD_OUT_4_SEEDS, LOW_HEADROOM_HELD_OUT_4_SEEDS,
+        held_out_4_profiles, low_headroom_held_out_4_profiles,
+        "held-out-9901", "lowheadroom-held-out-9952", id="held-out-4",
+    ),  # sixth pass: drawn after held-out-3 was seen
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ordinary", "low", "profiles", "low_profiles", "name", "low_name"), FRESH_DRAWS)
+def test_each_fresh_held_out_draw_uses_unused_seeds_and_tuning_code_cannot_reach_it(
+    ordinary: tuple[int, ...],
+    low: tuple[int, ...],
+    profiles: Callable[[], list[PhoneProfile]],
+    low_profiles: Callable[[], list[PhoneProfile]],
+    name: str,
+    low_name: str,
+) -> None:
+    """Its seeds are in no other set (tuning, pools, the other draws); the same generators and strata."""
+    fresh = set(ordinary) | set(low)
+    used = set(TUNING_SEEDS) | set(LOW_HEADROOM_TUNING_SEEDS) | set(TUNING_POOL_SEEDS)
+    used |= (
+        set(LOW_HEADROOM_TUNING_POOL_SEEDS) | set(WIDE_TUNING_POOL_SEEDS) | set(LOW_HEADROOM_WIDE_POOL_SEEDS)
+    )
+    used |= {s for draw in HELD_OUT_DRAWS if draw != (ordinary, low) for seeds in draw for s in seeds}
+    assert len(fresh) == 48 and not fresh & used and fresh <= HELD_OUT_ANY
+    for seed in (ordinary[0], low[0]):
         with pytest.raises(HeldOutError):
             generate_profile(seed, purpose="tuning")
         with pytest.raises(HeldOutError):
             low_headroom_profile(seed, thin=True, purpose="tuning")
-    assert generate_profile(HELD_OUT_2_SEEDS[0]).name == "held-out-9501"
-    assert low_headroom_by_seed(LOW_HEADROOM_HELD_OUT_2_SEEDS[1]).name == "lowheadroom-held-out-9602"
-    # the same generators and strata as the first held-out sets (profiles only: no governor runs here)
-    assert [p.name for p in held_out_2_profiles()] == [f"held-out-{s}" for s in HELD_OUT_2_SEEDS]
-    hot = low_headroom_held_out_2_profiles()
-    assert [idle_margin_c(p) <= THIN_BAND_C for p in hot] == [k % 2 == 0 for k in range(24)]
-
-
-def test_the_third_held_out_draw_uses_unused_seeds_and_tuning_code_cannot_reach_it() -> None:
-    """held-out-3 / lowheadroom-held-out-3 (issue 30, fifth pass): drawn after held-out-2 was seen."""
-    third = set(HELD_OUT_3_SEEDS) | set(LOW_HEADROOM_HELD_OUT_3_SEEDS)
-    used = set(HELD_OUT_SEEDS) | set(LOW_HEADROOM_HELD_OUT_SEEDS) | set(TUNING_SEEDS)
-    used |= set(HELD_OUT_2_SEEDS) | set(LOW_HEADROOM_HELD_OUT_2_SEEDS)
-    used |= set(LOW_HEADROOM_TUNING_SEEDS) | set(TUNING_POOL_SEEDS) | set(LOW_HEADROOM_TUNING_POOL_SEEDS)
-    used |= set(WIDE_TUNING_POOL_SEEDS) | set(LOW_HEADROOM_WIDE_POOL_SEEDS)
-    assert len(third) == 48 and not third & used and third <= HELD_OUT_ANY
-    for seed in (HELD_OUT_3_SEEDS[0], LOW_HEADROOM_HELD_OUT_3_SEEDS[0]):
-        with pytest.raises(HeldOutError):
-            generate_profile(seed, purpose="tuning")
-        with pytest.raises(HeldOutError):
-            low_headroom_profile(seed, thin=True, purpose="tuning")
-    assert generate_profile(HELD_OUT_3_SEEDS[0]).name == "held-out-9701"
-    assert low_headroom_by_seed(LOW_HEADROOM_HELD_OUT_3_SEEDS[1]).name == "lowheadroom-held-out-9802"
-    # the same generators and strata (profiles only: no governor runs here)
-    assert [p.name for p in held_out_3_profiles()] == [f"held-out-{s}" for s in HELD_OUT_3_SEEDS]
-    hot = low_headroom_held_out_3_profiles()
-    assert [idle_margin_c(p) <= THIN_BAND_C for p in hot] == [k % 2 == 0 for k in range(24)]
-
-
-def test_the_fourth_held_out_draw_uses_unused_seeds_and_tuning_code_cannot_reach_it() -> None:
-    """held-out-4 / lowheadroom-held-out-4 (issue 30, sixth pass): drawn after held-out-3 was seen."""
-    fourth = set(HELD_OUT_4_SEEDS) | set(LOW_HEADROOM_HELD_OUT_4_SEEDS)
-    used = set(HELD_OUT_SEEDS) | set(LOW_HEADROOM_HELD_OUT_SEEDS) | set(TUNING_SEEDS)
-    used |= set(HELD_OUT_2_SEEDS) | set(LOW_HEADROOM_HELD_OUT_2_SEEDS)
-    used |= set(HELD_OUT_3_SEEDS) | set(LOW_HEADROOM_HELD_OUT_3_SEEDS)
-    used |= set(LOW_HEADROOM_TUNING_SEEDS) | set(TUNING_POOL_SEEDS) | set(LOW_HEADROOM_TUNING_POOL_SEEDS)
-    used |= set(WIDE_TUNING_POOL_SEEDS) | set(LOW_HEADROOM_WIDE_POOL_SEEDS)
-    assert len(fourth) == 48 and not fourth & used and fourth <= HELD_OUT_ANY
-    for seed in (HELD_OUT_4_SEEDS[0], LOW_HEADROOM_HELD_OUT_4_SEEDS[0]):
-        with pytest.raises(HeldOutError):
-            generate_profile(seed, purpose="tuning")
-        with pytest.raises(HeldOutError):
-            low_headroom_profile(seed, thin=True, purpose="tuning")
-    assert generate_profile(HELD_OUT_4_SEEDS[0]).name == "held-out-9901"
-    assert low_headroom_by_seed(LOW_HEADROOM_HELD_OUT_4_SEEDS[1]).name == "lowheadroom-held-out-9952"
-    # the same generators and strata (profiles only: no governor runs here)
-    assert [p.name for p in held_out_4_profiles()] == [f"held-out-{s}" for s in HELD_OUT_4_SEEDS]
-    hot = low_headroom_held_out_4_profiles()
+    assert generate_profile(ordinary[0]).name == name
+    assert low_headroom_by_seed(low[1]).name == low_name
+    # profiles only: no governor runs here
+    assert [p.name for p in profiles()] == [f"held-out-{s}" for s in ordinary]
+    hot = low_profiles()
     assert [idle_margin_c(p) <= THIN_BAND_C for p in hot] == [k % 2 == 0 for k in range(24)]
 
 

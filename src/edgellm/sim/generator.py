@@ -37,16 +37,17 @@ LOW_HEADROOM_HELD_OUT_3_SEEDS: tuple[int, ...] = tuple(range(9801, 9825))
 # seeds were drawn, used nowhere before, for the sixth pass's one evaluation
 HELD_OUT_4_SEEDS: tuple[int, ...] = tuple(range(9901, 9925))
 LOW_HEADROOM_HELD_OUT_4_SEEDS: tuple[int, ...] = tuple(range(9951, 9975))
-HELD_OUT_ANY: frozenset[int] = frozenset(
-    HELD_OUT_SEEDS
-    + LOW_HEADROOM_HELD_OUT_SEEDS
-    + HELD_OUT_2_SEEDS
-    + LOW_HEADROOM_HELD_OUT_2_SEEDS
-    + HELD_OUT_3_SEEDS
-    + LOW_HEADROOM_HELD_OUT_3_SEEDS
-    + HELD_OUT_4_SEEDS
-    + LOW_HEADROOM_HELD_OUT_4_SEEDS
+# Every held-out draw as (ordinary seeds, low-headroom seeds), in the order they were drawn: a new
+# draw is one row here, and the membership sets below follow.
+HELD_OUT_DRAWS: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
+    (HELD_OUT_SEEDS, LOW_HEADROOM_HELD_OUT_SEEDS),
+    (HELD_OUT_2_SEEDS, LOW_HEADROOM_HELD_OUT_2_SEEDS),
+    (HELD_OUT_3_SEEDS, LOW_HEADROOM_HELD_OUT_3_SEEDS),
+    (HELD_OUT_4_SEEDS, LOW_HEADROOM_HELD_OUT_4_SEEDS),
 )
+ORDINARY_HELD_OUT: frozenset[int] = frozenset(s for ordinary, _ in HELD_OUT_DRAWS for s in ordinary)
+LOW_HEADROOM_HELD_OUT: frozenset[int] = frozenset(s for _, low in HELD_OUT_DRAWS for s in low)
+HELD_OUT_ANY: frozenset[int] = ORDINARY_HELD_OUT | LOW_HEADROOM_HELD_OUT
 # The wide tuning pool (bench/bench_tuning_pool.py): more phones from the same generators, to find
 # the failure modes a 24-phone set misses before a held-out set does
 TUNING_POOL_SEEDS: tuple[int, ...] = tuple(range(1001, 1101))
@@ -206,8 +207,7 @@ def generate_profile(seed: int, purpose: Purpose = "evaluation") -> PhoneProfile
     """
     refuse_held_out(seed, purpose)
     rng = random.Random(seed)
-    fresh = HELD_OUT_2_SEEDS + HELD_OUT_3_SEEDS + HELD_OUT_4_SEEDS
-    prefix = "held-out" if seed in HELD_OUT_SEEDS + fresh else "gen"
+    prefix = "held-out" if seed in ORDINARY_HELD_OUT else "gen"
     for _ in range(100):
         d = draw_phone(rng, f"{prefix}-{seed}")
         if _plausible(d):

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from edgellm.sim.generator import (
+    HELD_OUT_DRAWS,
+    LOW_HEADROOM_HELD_OUT,
     LOW_HEADROOM_HELD_OUT_2_SEEDS,
     LOW_HEADROOM_HELD_OUT_3_SEEDS,
     LOW_HEADROOM_HELD_OUT_4_SEEDS,
@@ -95,9 +97,7 @@ def low_headroom_profile(seed: int, thin: bool, purpose: Purpose = "evaluation")
     """The low-headroom phone of a seed (deterministic); thin: idle skin within 2 °C of the first trip."""
     refuse_held_out(seed, purpose)
     rng = random.Random(seed)
-    fresh = LOW_HEADROOM_HELD_OUT_2_SEEDS + LOW_HEADROOM_HELD_OUT_3_SEEDS + LOW_HEADROOM_HELD_OUT_4_SEEDS
-    held_out = seed in LOW_HEADROOM_HELD_OUT_SEEDS + fresh
-    prefix = "lowheadroom-held-out" if held_out else "lowheadroom"
+    prefix = "lowheadroom-held-out" if seed in LOW_HEADROOM_HELD_OUT else "lowheadroom"
     for _ in range(100):
         phone = draw_phone(rng, f"{prefix}-{seed}")
         for _ in range(50):
@@ -109,19 +109,14 @@ def low_headroom_profile(seed: int, thin: bool, purpose: Purpose = "evaluation")
 
 def low_headroom_by_seed(seed: int) -> PhoneProfile:
     """The phone a low-headroom set holds at this seed (its stratum follows its place in the set)."""
-    sets = (
-        LOW_HEADROOM_TUNING_SEEDS,
-        LOW_HEADROOM_HELD_OUT_SEEDS,
-        LOW_HEADROOM_HELD_OUT_2_SEEDS,
-        LOW_HEADROOM_HELD_OUT_3_SEEDS,
-        LOW_HEADROOM_HELD_OUT_4_SEEDS,
-    )
-    for seeds in sets:
+    held_out = tuple(low for _, low in HELD_OUT_DRAWS)
+    for seeds in (LOW_HEADROOM_TUNING_SEEDS, *held_out):
         if seed in seeds:
             return low_headroom_profile(seed, thin=seeds.index(seed) % 2 == 0)
+    spans = ", ".join(f"{seeds[0]}-{seeds[-1]}" for seeds in held_out)
     raise ValueError(
         f"seed {seed} is in no low-headroom set "
-        "(tuning 201-224, held out 9101-9124, 9601-9624, 9801-9824, 9951-9974)"
+        f"(tuning {LOW_HEADROOM_TUNING_SEEDS[0]}-{LOW_HEADROOM_TUNING_SEEDS[-1]}, held out {spans})"
     )
 
 
