@@ -6,6 +6,7 @@ CLI and llmexport's child, or llama.cpp's converter) and returns a JSON-able dic
 
 from __future__ import annotations
 
+import codecs
 import shutil
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def size_of(path: Path) -> int:
 def run_sampled(cmd: list[str], env: dict[str, str] | None = None, interval: float = 0.2) -> dict[str, Any]:
     """Run CMD once; wall time, the process tree's peak RSS, the output's tail when it failed."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     chunks: list[str] = []
     with TreeSampler(proc.pid, interval) as sampler:
         reader = threading.Thread(target=_read, args=(proc.stdout, sampler, chunks), daemon=True)
@@ -88,9 +89,16 @@ def run_sampled(cmd: list[str], env: dict[str, str] | None = None, interval: flo
 
 
 def _read(stream: Any, sampler: TreeSampler, chunks: list[str]) -> None:
-    """Feed the child's output to ``sampler`` as it arrives (tqdm redraws with ``\\r``)."""
-    for chunk in iter(lambda: stream.read(256), ""):
-        chunks.append(chunk)
+    """Feed the child's output to ``sampler`` as it arrives (tqdm redraws with ``\\r``).
+
+    Why ``read1``: a text stream's ``read(n)`` waits for n characters, so a progress line (~100
+    characters, no newline) reached the sampler only with the next output: the gate's peak, minutes
+    into "verify:", was booked under "export:" (Gemma-2-2B, 2026-12-06). ``read1`` returns what
+    the pipe holds now.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    for raw in iter(lambda: stream.read1(4096), b""):
+        chunks.append(decoder.decode(raw))
         sampler.saw("".join(chunks[-2:]))
 
 

@@ -54,6 +54,23 @@ def test_gptq_beats_rtn_on_output_error(act_order: bool) -> None:
     assert q.codes.shape == (96, 128) and q.scale.shape == (96, 4)
 
 
+def test_gptqs_column_sweep_runs_on_one_thread_and_restores_the_count() -> None:
+    """The sweep pins one thread and gives the count back, also when the block raises.
+
+    That its codes are the same bits as before is what tests/quantize/test_device.py's pinned
+    digests check.
+    """
+    from edgellm.host.quantize.gptq import one_thread
+
+    before = torch.get_num_threads()
+    with one_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), one_thread():
+        raise RuntimeError("a failing sweep")
+    assert torch.get_num_threads() == before
+
+
 def test_awq_search_returns_scales_that_help_and_preserve_fp() -> None:
     torch.manual_seed(0)
     norm_weight = nn.Parameter(torch.ones(128))

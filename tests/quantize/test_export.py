@@ -97,3 +97,39 @@ def test_int8_kv_modes_measured_on_decode_path(tiny_artifact: tuple[Path, dict[s
     out = kv_cache_delta(path, ids, EvalConfig(tokens=64, context=64, stride=64), (8, 10))
     assert set(out) == {"8", "10"} and out["8"]["tokens"] == 63
     assert all(np.isfinite(v["ppl"]) for v in out.values())
+
+
+def test_rows_read_from_the_weight_file_equal_the_whole_linears_rows(
+    tiny_artifact: tuple[Path, dict[str, Any]],
+) -> None:
+    """``read_rows`` reads only a range's bytes and decodes exactly what ``read`` gives for those rows."""
+    path, _ = tiny_artifact
+    weight_file = path / "llm.mnn.weight"
+    slots = mnn_weights.linears(mnn_weights.graph_json(path))
+    assert {s.bits for s in slots.values()} == {4, 8}  # both packings
+    for slot in slots.values():
+        whole = mnn_weights.read(weight_file, slot)
+        for part in (slice(0, 1), slice(3, 17), slice(slot.oc - 5, slot.oc), slice(0, slot.oc)):
+            got, want = mnn_weights.read_rows(weight_file, slot, part), whole.rows(part)
+            assert torch.equal(got.codes, want.codes) and torch.equal(got.scale, want.scale)
+            assert torch.equal(got.zero, want.zero) and (got.bits, got.block) == (want.bits, want.block)
+    with pytest.raises(ValueError, match="not a forward range"):
+        mnn_weights.read_rows(weight_file, slot, slice(0, 8, 2))
+
+
+def test_the_gates_head_read_from_the_artifact_equals_the_head_from_the_integers_in_memory(
+    tiny_artifact: tuple[Path, dict[str, Any]], tiny_model: LoadedModel
+) -> None:
+    """A build frees lm_head's integers before the gate and reads them back from the artifact by rows."""
+    from edgellm.host.convert.reference import PendingHead, final_hidden, quantized_head, whole
+
+    path, _ = tiny_artifact
+    slot = mnn_weights.linears(mnn_weights.graph_json(path))["/lm/lm_head/Linear"]
+    weight_file = path / "llm.mnn.weight"
+    model = tiny_model.model
+    hidden = final_hidden(model, [tiny_model.eval_ids[:300]])[0]
+    pending = PendingHead(hidden, model.config, None)
+    from_file = pending.logits(lambda part: mnn_weights.read_rows(weight_file, slot, part), slot.oc)
+    in_memory = quantized_head(mnn_weights.read(weight_file, slot), model.config)
+    assert from_file.vocab == slot.oc == 49152
+    assert np.array_equal(whole(from_file), in_memory(hidden).numpy())

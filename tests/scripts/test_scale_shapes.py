@@ -66,3 +66,25 @@ def test_norms_are_stored_as_transformers_initialises_them(shape: str, stored: f
     if shape.startswith("gemma"):  # what transformers itself writes
         model = transformers.Gemma2ForCausalLM(config)  # type: ignore[no-untyped-call]
         assert model.model.norm.weight.abs().max() == 0
+
+
+def test_a_stage_is_booked_when_its_progress_line_arrives_not_at_the_next_newline() -> None:
+    """The sampler books memory under the stage the child's progress bar names (``\\r``, no newline).
+
+    The fake child names "export", holds 300 MB for a second, frees it, names "verify" and waits:
+    read by fixed sizes, both names arrived together at exit and the 300 MB went under "verify".
+    """
+    import sys
+
+    from bench.scale_stages import run_sampled
+
+    child = (
+        "import sys, time\n"
+        "sys.stderr.write('\\rconvert:  60% , export: llmexport'); sys.stderr.flush()\n"
+        "time.sleep(0.5); block = bytearray(300 * 2**20); time.sleep(1.0); del block\n"
+        "sys.stderr.write('\\rconvert:  90% , verify: MNN against torch'); sys.stderr.flush()\n"
+        "time.sleep(1.0)\n"
+    )
+    stages = run_sampled([sys.executable, "-c", child], interval=0.05)["stages_gib"]
+    assert stages["export"]["main"] >= 0.29
+    assert stages["verify"]["main"] < stages["export"]["main"] - 0.25

@@ -48,17 +48,18 @@ from edgellm.host.convert.export_facts import ExportFacts, check_export, facts_o
 from edgellm.host.convert.llmexport_adapter import ExportFailed, check_exported_rope_theta
 from edgellm.host.evaluate.evaluate import EVAL_FILE, evaluate
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
-from edgellm.host.quantize.adapter import adapter_for
+from edgellm.host.quantize import mnn_weights
+from edgellm.host.quantize.adapter import DecoderAdapter, adapter_for
 from edgellm.host.quantize.apply import quantize_model
 from edgellm.host.quantize.awq import AwqScale
 from edgellm.host.quantize.calibration import calibration_path
 from edgellm.host.quantize.device import device
-from edgellm.host.quantize.export import export_artifact
+from edgellm.host.quantize.export import ExportReport, export_artifact
 from edgellm.host.quantize.grid import QuantizedWeight
 from edgellm.host.quantize.plan import QuantPlan
 
 if TYPE_CHECKING:
-    from edgellm.host.convert.reference import ChunkedLogits
+    from edgellm.host.convert.reference import ChunkedLogits, PendingHead
     from edgellm.host.convert.verify import FpReference
 
 log = structlog.get_logger(__name__)
@@ -165,7 +166,7 @@ def build_artifact(
         quantized = quantize(loaded, plan, scaled(progress, 0.0, 0.6, "quantize: "), in_place=consume)
     facts = facts_of_model(quantized.model)  # its rotary buffers: before a consumed model is freed
     # AWQ's export saves the scaled model (weights_dir=None below): it must keep its weights.
-    ref_logits = _release(quantized, fp, loaded) if consume and not quantized.scales else None
+    pending = _release(quantized, fp, loaded) if consume and not quantized.scales else None
     seconds = {"quantize": round(quantized.seconds, 2)}
     staging = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -183,6 +184,7 @@ def build_artifact(
             # AWQ folds scales into norms; otherwise only linears changed, and those are carried.
             weights_dir=None if quantized.scales else loaded.hf_dir,
         )
+        ref_logits = _gate_reference(pending, report, adapter_for(quantized.model))
         if consume:
             _drop_integers(quantized, loaded)
         tokenizer = _finish(staging, loaded, plan, facts)
@@ -345,38 +347,45 @@ def _fp_reference(loaded: LoadedModel) -> FpReference:
     return fp_reference(loaded.model, loaded.tokenizer, materialize=materialize)
 
 
-def _release(quantized: Quantized, fp: FpReference | None, loaded: LoadedModel) -> ChunkedLogits | None:
+def _release(
+    quantized: Quantized, fp: FpReference | None, loaded: LoadedModel
+) -> ChunkedLogits | PendingHead | None:
     """Take the gate's torch reference now, then free the consumed model's tensors (moved to meta).
 
     Why: the export's llmexport child and the gate's MNN model each came on top of the fp32 torch
     model, which no later step needs but for the reference. What is kept is the final hidden states
-    of the evaluation tokens ([T, H]: 8 MB at Llama-3.2-1B) and lm_head's integers (one byte per
-    weight: 0.26 GB there), from which the gate forms the logits a chunk of positions at a time;
-    the [T, V] logits themselves were 0.5 GB there (convert/reference.py).
+    of the evaluation tokens ([T, H]: 8 MB at Llama-3.2-1B); the head that turns them into logits a
+    chunk of positions at a time reads lm_head's integers from the artifact once it is written
+    (``_gate_reference``). The [T, V] logits themselves were 0.5 GB there (convert/reference.py).
     """
-    from edgellm.host.convert.reference import (
-        HeadLogits,
-        WholeLogits,
-        final_hidden,
-        quantized_head,
-        reference_logits,
-        whole,
-    )
+    from edgellm.host.convert.reference import PendingHead, WholeLogits, final_hidden, reference_logits, whole
 
-    ref: ChunkedLogits | None = None
+    ref: ChunkedLogits | PendingHead | None = None
     if fp is not None:
         model = quantized.model
         materialize = None if loaded.stream is None else loaded.stream.layer
-        q = quantized.weights.get("lm_head")
-        if q is None:  # no integers to form the head from: keep the logits themselves
+        if "lm_head" not in quantized.weights:  # no integers to form the head from: keep the logits
             ref = WholeLogits(whole(reference_logits(model, fp.ids, materialize)))
         else:
             bias = model.get_output_embeddings().bias
-            head = quantized_head(q, model.config, None if bias is None else bias.detach().clone())
-            ref = HeadLogits(final_hidden(model, [fp.ids], materialize)[0], head, int(q.codes.shape[0]))
+            hidden = final_hidden(model, [fp.ids], materialize)[0]
+            ref = PendingHead(hidden, model.config, None if bias is None else bias.detach().clone())
     quantized.model.to("meta")  # the module tree stays (names, config); its storage is released
     _free()
     return ref
+
+
+def _gate_reference(
+    ref: ChunkedLogits | PendingHead | None, report: ExportReport, adapter: DecoderAdapter
+) -> ChunkedLogits | None:
+    """The gate's reference logits, a pending head now reading lm_head's integers from the artifact."""
+    from edgellm.host.convert.reference import PendingHead
+
+    if not isinstance(ref, PendingHead):
+        return ref
+    ((op, _),) = adapter.mnn_slots("lm_head")
+    slot = report.slots[op]
+    return ref.logits(lambda part: mnn_weights.read_rows(report.weight_file, slot, part), slot.oc)
 
 
 def _free() -> None:

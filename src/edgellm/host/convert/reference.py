@@ -11,7 +11,9 @@ computed from:
   through it, so no more than one layer is ever in memory; the result is [T, H] per sequence.
 - ``HeadLogits.rows(a, b)`` applies the output head (lm_head, then Gemma's final soft-cap) to
   positions a..b only: [b - a, V]. The quantized reference's head dequantizes its integers by
-  vocabulary rows (``VOCAB_ROWS``), so not even the fp32 lm_head is held (1 GB at Llama-3.2-1B).
+  vocabulary rows (``VOCAB_ROWS``), so not even the fp32 lm_head is held (1 GB at Llama-3.2-1B);
+  during a build it reads them from the artifact's weight file (``PendingHead``), so not even the
+  integers are held.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ROWS = 128  # positions per reference chunk: [128, V] float32 is 66 MB at 128,25
 # [4096, H] float32 (34 MB at H = 2,048).
 VOCAB_ROWS = 4096
 Head = Callable[[torch.Tensor], torch.Tensor]  # [C, H] -> [C, V]
+RowsOf = Callable[[slice], QuantizedWeight]  # lm_head's integers of vocabulary rows ``part``
 
 
 class ChunkedLogits(Protocol):
@@ -121,18 +124,42 @@ def model_head(model: Any) -> Head:
 
 def quantized_head(q: QuantizedWeight, config: Any, bias: torch.Tensor | None = None) -> Head:
     """The head of a model whose lm_head holds ``q``'s integers, dequantized by vocabulary rows."""
+    return rows_head(q.rows, int(q.codes.shape[0]), config, bias)
+
+
+def rows_head(rows_of: RowsOf, vocab: int, config: Any, bias: torch.Tensor | None = None) -> Head:
+    """The head whose lm_head integers ``rows_of(part)`` gives by vocabulary rows (memory or a file)."""
 
     def head(h: torch.Tensor) -> torch.Tensor:
-        vocab = q.codes.shape[0]
         out = torch.empty(h.shape[0], vocab)  # [C, V]
         for a in range(0, vocab, VOCAB_ROWS):
             part = slice(a, min(a + VOCAB_ROWS, vocab))
             out[:, part] = functional.linear(
-                h, q.rows(part).dequantize(), None if bias is None else bias[part]
+                h, rows_of(part).dequantize(), None if bias is None else bias[part]
             )
         return softcap(out, config)
 
     return head
+
+
+@dataclass(frozen=True)
+class PendingHead:
+    """The reference's final hidden states [T, H], waiting for the artifact's lm_head integers.
+
+    Why: the gate's quantized reference needs lm_head's integers, which the artifact holds
+    exactly once the export has written them (its round-trip check proves it). Reading them from
+    the weight file by rows, instead of keeping them in memory through the gate, frees
+    vocabulary × hidden bytes while MNN holds the model: 0.7 GB at Gemma-2's 256,000 tokens
+    (docs/quantization.md, "Host memory while converting").
+    """
+
+    hidden: torch.Tensor
+    config: Any
+    bias: torch.Tensor | None
+
+    def logits(self, rows_of: RowsOf, vocab: int) -> HeadLogits:
+        """The reference's logits, by rows, through the head ``rows_of`` gives."""
+        return HeadLogits(self.hidden, rows_head(rows_of, vocab, self.config, self.bias), vocab)
 
 
 def softcap(logits: torch.Tensor, config: Any) -> torch.Tensor:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,8 @@ class ExportReport:
     linears: int
     round_trip_exact: bool
     weight_bytes: int
+    weight_file: Path
+    slots: Mapping[str, mnn_weights.MnnLinear]  # where each carried linear lives, by MNN op name
 
 
 def run_llmexport(hf_dir: Path, out_dir: Path, flags: Sequence[str]) -> None:
@@ -139,4 +141,5 @@ def carry_weights(
         )
         if not same:
             raise AssertionError(f"{op}: weights read back from the artifact differ from the torch model's")
-    return ExportReport(linears=len(by_op), round_trip_exact=True, weight_bytes=weight_file.stat().st_size)
+    size = weight_file.stat().st_size
+    return ExportReport(len(by_op), True, size, weight_file, {op: slots[op] for op in by_op})

@@ -8,7 +8,8 @@ Lifecycle: ``add_batch`` (accumulate the Hessian from a linear's inputs) -> ``qu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -121,21 +122,39 @@ class GPTQ:
             w1 = w[:, i1:i2].clone()
             err1 = torch.zeros_like(w1)
             hinv1 = hinv[i1:i2, i1:i2]
-            for i in range(i2 - i1):
-                col = int(order[i1 + i])
-                if grid is not None and col % group == 0:
-                    grid(col, w1[:, i : i + group])
-                sc, zr = scale[:, col // group], zero[:, col // group]
-                lo = zr - offset * sc
-                wc = w1[:, i]
-                u = torch.clamp(torch.round((wc - lo) / sc), 0, levels)
-                codes[:, col] = u.to(torch.uint8)
-                e = (wc - ((u - offset) * sc + zr)) / hinv1[i, i]
-                w1[:, i:] -= e.unsqueeze(1) @ hinv1[i, i:].unsqueeze(0)
-                err1[:, i] = e
-            w[:, i2:] -= err1 @ hinv[i1:i2, i2:]
+            with one_thread():
+                for i in range(i2 - i1):
+                    col = int(order[i1 + i])
+                    if grid is not None and col % group == 0:
+                        grid(col, w1[:, i : i + group])
+                    sc, zr = scale[:, col // group], zero[:, col // group]
+                    lo = zr - offset * sc
+                    wc = w1[:, i]
+                    u = torch.clamp(torch.round((wc - lo) / sc), 0, levels)
+                    codes[:, col] = u.to(torch.uint8)
+                    e = (wc - ((u - offset) * sc + zr)) / hinv1[i, i]
+                    w1[:, i:] -= e.unsqueeze(1) @ hinv1[i, i:].unsqueeze(0)
+                    err1[:, i] = e
+            w[:, i2:] -= err1 @ hinv[i1:i2, i2:]  # the one large product: all threads
         return codes
 
     def free(self) -> None:
         """Drop the Hessian."""
         self.hessian = None
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch ops on one intra-op thread for the block (the previous count is restored).
+
+    Why: the column sweep issues ~10 small ops per column on [oc] vectors and one rank-1 update;
+    split over threads each op ends at a barrier, and on a busy 2-core host a barrier waits for a
+    descheduled thread (docs/quantization.md, "GPTQ's column sweep on one thread"). The ops
+    are elementwise or outer products, so the codes are the same bits on any thread count.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -149,15 +149,31 @@ def write(weight_file: Path, slot: MnnLinear, q: QuantizedWeight) -> None:
 
 def read(weight_file: Path, slot: MnnLinear) -> QuantizedWeight:
     """Decode one linear back from the weight file (the round-trip check reads this)."""
+    return read_rows(weight_file, slot, slice(0, slot.oc))
+
+
+def read_rows(weight_file: Path, slot: MnnLinear, part: slice) -> QuantizedWeight:
+    """Decode output rows ``part`` (a step-1 slice) of one linear: only their bytes are read.
+
+    Rows are laid out one after another (codes, then each row's ``[zero, scale]`` pairs), so a
+    row range is one contiguous read of codes and one of pairs.
+    """
+    start, stop, step = part.indices(slot.oc)
+    if step != 1 or stop < start:
+        raise ValueError(f"{slot.name}: rows {part} are not a forward range")
+    n = stop - start
+    row_bytes = slot.ic * slot.bits // 8  # ic is a multiple of the block, so of 2 at 4 bits
+    row_alpha = slot.alpha_len // slot.oc
     with weight_file.open("rb") as fh:
-        fh.seek(slot.offset + slot.header_len)
-        raw = np.frombuffer(fh.read(slot.code_bytes), dtype=np.uint8)
-        alpha = np.frombuffer(fh.read(slot.alpha_len), dtype=np.float32)
+        fh.seek(slot.offset + slot.header_len + start * row_bytes)
+        raw = np.frombuffer(fh.read(n * row_bytes), dtype=np.uint8)
+        fh.seek(slot.offset + slot.header_len + slot.code_bytes + start * row_alpha)
+        alpha = np.frombuffer(fh.read(n * row_alpha), dtype=np.float32)
     if slot.bits == 4:
-        codes = np.stack([raw >> 4, raw & 0xF], axis=-1).reshape(slot.oc, slot.ic)
+        codes = np.stack([raw >> 4, raw & 0xF], axis=-1).reshape(n, slot.ic)
     else:
-        codes = raw.reshape(slot.oc, slot.ic)
-    pairs = torch.from_numpy(alpha.copy()).reshape(slot.oc, slot.n_blocks, 2)
+        codes = raw.reshape(n, slot.ic)
+    pairs = torch.from_numpy(alpha.copy()).reshape(n, slot.n_blocks, 2)
     return QuantizedWeight(
         codes=torch.from_numpy(codes.copy()),
         scale=pairs[..., 1].contiguous(),
