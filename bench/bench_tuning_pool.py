@@ -6,10 +6,14 @@ Tuning on 24 phones per set let failure modes through that only a held-out set t
 the generators refuse them for tuning) and lists each missed bar: ordinary phones every bar of the
 tuning set (oracle ratio, throttling, comfort + 0.5 °C, ripple), low-headroom phones the comfort bars.
 30 simulated minutes per phone (~0.4 s of CPU each). Usage:
-    python bench/bench_tuning_pool.py [--[no-]revised-probe] [--wide] [--only gen-1057,...] [--jobs 2]
+    python bench/bench_tuning_pool.py [--[no-]revised-probe] [--seventh] [--wide] [--warm | --warm-only]
+        [--only gen-1057,...] [--jobs 2]
         [--out F.json]
 --wide adds `WIDE_TUNING_POOL_SEEDS` 3001-3300 and `LOW_HEADROOM_WIDE_POOL_SEEDS` 4001-4300 (800 phones,
-~3-5 min on 2 processes).
+~3-5 min on 2 processes). --warm adds the warm two-cluster pool (issue 30, seventh pass): of
+`WARM_POOL_CANDIDATE_SEEDS` 20001-60000, the ordinary phones in a 26-31 °C room with two clusters whose
+idle skin sits 2-4.5 °C under the comfort limit (303 phones, scored on the ordinary bars; ~2 min). A
+held-out seed is refused there too (`generate_profile(purpose="tuning")`).
 """
 
 from __future__ import annotations
@@ -19,35 +23,65 @@ import json
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from edgellm.device.governor.controller import GovernorConfig
 from edgellm.sim.generator import (
+    HELD_OUT_ANY,
     LOW_HEADROOM_TUNING_POOL_SEEDS,
     LOW_HEADROOM_WIDE_POOL_SEEDS,
     TUNING_POOL_SEEDS,
+    WARM_POOL_CANDIDATE_SEEDS,
     WIDE_TUNING_POOL_SEEDS,
+    generate_profile,
     tuning_profiles,
 )
 from edgellm.sim.scorecard import score
+from edgellm.sim.simulate import comfort_limit
 from edgellm.sim.situations import low_headroom_profile
 
+WARM_ROOM_C = (26.0, 31.0)
+WARM_IDLE_MARGIN_C = (2.0, 4.5)  # comfort limit − idle skin
 
-def card(job: tuple[str, int, int, bool]) -> dict[str, Any]:
-    """One pool phone's row (kind, seed, its index in the pool, revised probe)."""
-    kind, seed, index, revised = job
-    if kind == "ordinary":
+
+def warm_pool_seeds() -> tuple[int, ...]:
+    """The warm two-cluster pool: a warm room, little + big, the idle skin 2-4.5 °C under the limit."""
+    assert not set(WARM_POOL_CANDIDATE_SEEDS) & HELD_OUT_ANY  # never a held-out phone
+    out = []
+    for seed in WARM_POOL_CANDIDATE_SEEDS:
+        p = generate_profile(seed, purpose="tuning")
+        idle = p.ambient_c + p.static_power_w * p.skin_to_ambient_resistance_k_per_w
+        margin = comfort_limit(p) - idle
+        warm = WARM_ROOM_C[0] <= p.ambient_c <= WARM_ROOM_C[1] and len(p.clusters) == 2
+        if warm and WARM_IDLE_MARGIN_C[0] <= margin <= WARM_IDLE_MARGIN_C[1]:
+            out.append(seed)
+    return tuple(out)
+
+
+def seventh_pass(config: GovernorConfig) -> GovernorConfig:
+    """The seventh pass's candidate (off by default): heat-matched settled holds, a cut-short extension
+    measured paced, a cold start's wider ambient prior (docs/governor.md, "A warm room's approach")."""
+    identify = replace(config.identify, cold_start_sd_c=0.018)
+    return replace(config, settled_heat_match=2, extend_paced=True, identify=identify)
+
+
+def card(job: tuple[str, int, int, bool, bool]) -> dict[str, Any]:
+    """One pool phone's row (kind, seed, its index in the pool, revised probe, seventh pass)."""
+    kind, seed, index, revised, seventh = job
+    if kind in ("ordinary", "warm"):
         (profile,) = tuning_profiles((seed,))
     else:  # the stratum (thin, warm) alternates through the pool, as in the 24-phone sets
         profile = low_headroom_profile(seed, thin=index % 2 == 0, purpose="tuning")
-    sc, _ = score(profile, 30.0, GovernorConfig(revised_probe=revised))
-    passed = sc.passed if kind == "ordinary" else sc.comfort_passed
+    config = GovernorConfig(revised_probe=revised)
+    sc, _ = score(profile, 30.0, seventh_pass(config) if seventh else config)
+    passed = sc.comfort_passed if kind == "low-headroom" else sc.passed
     return {"set": kind, **sc.row(), "pool_passed": passed}
 
 
-def _name(job: tuple[str, int, int, bool]) -> str:
-    return f"gen-{job[1]}" if job[0] == "ordinary" else f"lowheadroom-{job[1]}"
+def _name(job: tuple[str, int, int, bool, bool]) -> str:
+    return f"lowheadroom-{job[1]}" if job[0] == "low-headroom" else f"gen-{job[1]}"
 
 
 def main() -> int:
@@ -59,15 +93,23 @@ def main() -> int:
         default=GovernorConfig().revised_probe,
         help="GovernorConfig.revised_probe (default on since issue 30's fourth pass)",
     )
+    ap.add_argument("--seventh", action="store_true", help="the seventh pass's candidate (off by default)")
     ap.add_argument("--wide", action="store_true", help="also seeds 3001-3300 and 4001-4300")
+    ap.add_argument("--warm", action="store_true", help="also the warm two-cluster pool (seeds 20001-60000)")
+    ap.add_argument("--warm-only", action="store_true", help="score the warm pool alone")
     ap.add_argument("--only", default="", help="comma-separated profile names: score just these pool phones")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="")
     ns = ap.parse_args()
     ordinary = TUNING_POOL_SEEDS + (WIDE_TUNING_POOL_SEEDS if ns.wide else ())
     low = LOW_HEADROOM_TUNING_POOL_SEEDS + (LOW_HEADROOM_WIDE_POOL_SEEDS if ns.wide else ())
-    jobs = [("ordinary", s, k, ns.revised_probe) for k, s in enumerate(ordinary)]
-    jobs += [("low-headroom", s, k, ns.revised_probe) for k, s in enumerate(low)]
+    if ns.warm_only:
+        ordinary, low = (), ()
+    on = ns.revised_probe, ns.seventh
+    jobs = [("ordinary", s, k, *on) for k, s in enumerate(ordinary)]
+    jobs += [("low-headroom", s, k, *on) for k, s in enumerate(low)]
+    if ns.warm or ns.warm_only:
+        jobs += [("warm", s, k, *on) for k, s in enumerate(warm_pool_seeds())]
     if ns.only:
         names = set(ns.only.split(","))
         jobs = [j for j in jobs if _name(j) in names]
@@ -82,7 +124,7 @@ def main() -> int:
                 f"{r['over_trip_c']:+} °C over trip, {r['over_comfort_c']:+} °C over comfort, "
                 f"ripple {r['ripple']} (oracle: {r['oracle_actuation']})\n"
             )
-    for kind in ("ordinary", "low-headroom"):
+    for kind in ("ordinary", "low-headroom", "warm"):
         mine = [r for r in rows if r["set"] == kind]
         if not mine:  # --only named none of this set
             continue

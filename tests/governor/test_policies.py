@@ -27,6 +27,7 @@ from edgellm.sim.generator import (
     LOW_HEADROOM_WIDE_POOL_SEEDS,
     TUNING_POOL_SEEDS,
     TUNING_SEEDS,
+    WARM_POOL_CANDIDATE_SEEDS,
     WIDE_TUNING_POOL_SEEDS,
     HeldOutError,
     generate_profile,
@@ -119,7 +120,7 @@ def test_each_fresh_held_out_draw_uses_unused_seeds_and_tuning_code_cannot_reach
     used = set(TUNING_SEEDS) | set(LOW_HEADROOM_TUNING_SEEDS) | set(TUNING_POOL_SEEDS)
     used |= (
         set(LOW_HEADROOM_TUNING_POOL_SEEDS) | set(WIDE_TUNING_POOL_SEEDS) | set(LOW_HEADROOM_WIDE_POOL_SEEDS)
-    )
+    ) | set(WARM_POOL_CANDIDATE_SEEDS)
     used |= {s for draw in HELD_OUT_DRAWS if draw != (ordinary, low) for seeds in draw for s in seeds}
     assert len(fresh) == 48 and not fresh & used and fresh <= HELD_OUT_ANY
     for seed in (ordinary[0], low[0]):

@@ -56,6 +56,10 @@ LOW_HEADROOM_TUNING_POOL_SEEDS: tuple[int, ...] = tuple(range(2001, 2101))
 # had no tuning phone among the 200 above
 WIDE_TUNING_POOL_SEEDS: tuple[int, ...] = tuple(range(3001, 3301))
 LOW_HEADROOM_WIDE_POOL_SEEDS: tuple[int, ...] = tuple(range(4001, 4301))
+# Candidates for the warm two-cluster pool (bench_tuning_pool.py --warm, issue 30 seventh pass): the
+# ordinary generator's phones in a 26-31 °C room, little + big, idle 2-4.5 °C under the comfort limit,
+# the kind of phone whose gap settles late or near its aim; disjoint from every held-out draw (tested)
+WARM_POOL_CANDIDATE_SEEDS: tuple[int, ...] = tuple(range(20001, 60001))
 
 
 Purpose = Literal["tuning", "evaluation"]
