@@ -6,14 +6,15 @@ Tuning on 24 phones per set let failure modes through that only a held-out set t
 the generators refuse them for tuning) and lists each missed bar: ordinary phones every bar of the
 tuning set (oracle ratio, throttling, comfort + 0.5 °C, ripple), low-headroom phones the comfort bars.
 30 simulated minutes per phone (~0.4 s of CPU each). Usage:
-    python bench/bench_tuning_pool.py [--[no-]revised-probe] [--seventh] [--wide] [--warm | --warm-only]
-        [--only gen-1057,...] [--jobs 2]
+    python bench/bench_tuning_pool.py [--[no-]revised-probe] [--seventh] [--cold-shift K] [--wide]
+        [--warm | --warm-only] [--only gen-1057,...] [--jobs 2]
         [--out F.json]
 --wide adds `WIDE_TUNING_POOL_SEEDS` 3001-3300 and `LOW_HEADROOM_WIDE_POOL_SEEDS` 4001-4300 (800 phones,
 ~3-5 min on 2 processes). --warm adds the warm two-cluster pool (issue 30, seventh pass): of
 `WARM_POOL_CANDIDATE_SEEDS` 20001-60000, the ordinary phones in a 26-31 °C room with two clusters whose
 idle skin sits 2-4.5 °C under the comfort limit (303 phones, scored on the ordinary bars; ~2 min). A
-held-out seed is refused there too (`generate_profile(purpose="tuning")`).
+held-out seed is refused there too (`generate_profile(purpose="tuning")`). --cold-shift sets
+`IdentifyConfig.cold_start_shift_k` (the eighth pass tried 1.5 K; off, 0, by default).
 """
 
 from __future__ import annotations
@@ -67,20 +68,24 @@ def seventh_pass(config: GovernorConfig) -> GovernorConfig:
     return replace(config, settled_heat_match=2, extend_paced=True, identify=identify)
 
 
-def card(job: tuple[str, int, int, bool, bool]) -> dict[str, Any]:
-    """One pool phone's row (kind, seed, its index in the pool, revised probe, seventh pass)."""
-    kind, seed, index, revised, seventh = job
+Job = tuple[str, int, int, bool, bool, float]
+
+
+def card(job: Job) -> dict[str, Any]:
+    """One pool phone's row (kind, seed, its index in the pool, revised probe, seventh pass, cold shift)."""
+    kind, seed, index, revised, seventh, shift = job
     if kind in ("ordinary", "warm"):
         (profile,) = tuning_profiles((seed,))
     else:  # the stratum (thin, warm) alternates through the pool, as in the 24-phone sets
         profile = low_headroom_profile(seed, thin=index % 2 == 0, purpose="tuning")
     config = GovernorConfig(revised_probe=revised)
+    config = replace(config, identify=replace(config.identify, cold_start_shift_k=shift))
     sc, _ = score(profile, 30.0, seventh_pass(config) if seventh else config)
     passed = sc.comfort_passed if kind == "low-headroom" else sc.passed
     return {"set": kind, **sc.row(), "pool_passed": passed}
 
 
-def _name(job: tuple[str, int, int, bool, bool]) -> str:
+def _name(job: Job) -> str:
     return f"lowheadroom-{job[1]}" if job[0] == "low-headroom" else f"gen-{job[1]}"
 
 
@@ -94,6 +99,12 @@ def main() -> int:
         help="GovernorConfig.revised_probe (default on since issue 30's fourth pass)",
     )
     ap.add_argument("--seventh", action="store_true", help="the seventh pass's candidate (off by default)")
+    ap.add_argument(
+        "--cold-shift",
+        type=float,
+        default=GovernorConfig().identify.cold_start_shift_k,
+        help="IdentifyConfig.cold_start_shift_k, K (0: a cold start's ambient prior at its first reading)",
+    )
     ap.add_argument("--wide", action="store_true", help="also seeds 3001-3300 and 4001-4300")
     ap.add_argument("--warm", action="store_true", help="also the warm two-cluster pool (seeds 20001-60000)")
     ap.add_argument("--warm-only", action="store_true", help="score the warm pool alone")
@@ -105,7 +116,7 @@ def main() -> int:
     low = LOW_HEADROOM_TUNING_POOL_SEEDS + (LOW_HEADROOM_WIDE_POOL_SEEDS if ns.wide else ())
     if ns.warm_only:
         ordinary, low = (), ()
-    on = ns.revised_probe, ns.seventh
+    on = ns.revised_probe, ns.seventh, ns.cold_shift
     jobs = [("ordinary", s, k, *on) for k, s in enumerate(ordinary)]
     jobs += [("low-headroom", s, k, *on) for k, s in enumerate(low)]
     if ns.warm or ns.warm_only:

@@ -81,6 +81,13 @@ class IdentifyConfig:
     # (issue 30, seventh pass: off, None = prior_sd_c; docs/governor.md, "A warm room's approach").
     cold_start_sd_c: float | None = None
     cold_start_memory_s: float = 600.0  # ... its excess over prior_sd_c fades on this horizon
+    # A cold start's ambient prior may be centred this far above the first skin reading (K; c = b·shift):
+    # the identified ambient of the 124 cold-start tuning phones ends 1.2-2.7 K above it at minute 30
+    # (quartiles; 120 of 124 above), the static heat that reaches the skin without passing the CPU zone's
+    # gap. At 1.5 K it fixed the warm pool's ratio misses without the wide prior's ripple on the traced
+    # phones, but a higher ambient lowers a cold start's first target gap: 360 of 616 warm-pool phones
+    # slower (issue 30, eighth pass: off, 0 = the first reading; docs/governor.md, "A warm room's approach").
+    cold_start_shift_k: float = 0.0
 
 
 class SkinIdentifier:
@@ -133,6 +140,7 @@ class SkinIdentifier:
         target near the start, g0 + (aim − T_ref)/gain, is as good as the gain only in the margin.
         """
         if not gap_k >= self.config.steady_start_min_gap_k:
+            self.theta[2] = self.config.prior_b * self.config.cold_start_shift_k  # c = b·(ambient − T_ref)
             if self.config.cold_start_sd_c is not None:  # wider at first; the bound comes back (_bound)
                 self.extra_var_c = max(self.config.cold_start_sd_c**2 - float(self.p0[2, 2]), 0.0)
                 self.cov[2, 2] += self.extra_var_c
