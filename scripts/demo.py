@@ -14,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgellm.common.channel import ChannelSecurity, open_channel
 from edgellm.common.pins import known_certs, trust_of
+from edgellm.common.tokens import daemon_token_path
 
 QUESTION = "What is the capital of France?"
 
@@ -77,8 +78,11 @@ def main() -> int:
     try:
         wait_serving(target, daemon, timeout=120)
         print(f"\n$ edgellm generate --target {target} --chat {ns.question!r}", flush=True)
+        # Why its own token file: a client otherwise sends the first token it finds, and a host
+        # token left by another daemon or service is not this daemon's (docs/security.md).
+        own = ["--token-file", str(daemon_token_path())]
         rc = subprocess.call(
-            [*cli, "generate", "--target", target, "--chat", "--max-new-tokens", "64", ns.question]
+            [*cli, "generate", "--target", target, *own, "--chat", "--max-new-tokens", "64", ns.question]
         )
     finally:
         daemon.terminate()

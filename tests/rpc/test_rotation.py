@@ -161,3 +161,24 @@ def test_a_deployed_phones_token_is_found_for_its_address_only(machine: Path) ->
     other = find_client_token(target="127.0.0.1:50052")
     assert other is not None and other.token == "host"
     assert ensure_token(daemon_token_path(), (host_token_path(),)) == "local"
+
+
+def test_only_the_users_own_daemon_shares_the_host_token(machine: Path) -> None:
+    """A daemon in another data dir makes its own token and leaves the user's config alone.
+
+    Before, the first start of such a daemon (a bench's, a test's) created the shared token in
+    ``<config>/token`` (the rendezvous), and clients then sent it to the user's real daemon.
+    """
+    from edgellm.common.tokens import default_data_dir
+    from edgellm.device.rpc.server import daemon_security
+
+    # Sorts after the config dir, as /tmp does after /root/.config: the host's file was the rendezvous.
+    elsewhere = DaemonConfig.of(data_dir=machine / "zz-bench")
+    other = daemon_security(elsewhere).token
+    assert other and not host_token_path().exists()
+    assert read_token_file(daemon_token_path(elsewhere.store.data_dir)) == other
+
+    own = DaemonConfig()
+    assert own.store.data_dir == default_data_dir()
+    token = daemon_security(own).token
+    assert token != other and read_token_file(host_token_path()) == token  # one token, shared

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health
@@ -15,7 +16,7 @@ from edgellm.common.logs import get_logger
 from edgellm.common.pins import daemon_tls_dir
 from edgellm.common.server import Health, ServerSecurity, bind_and_start, new_server, until_signalled
 from edgellm.common.tls import ClientTls, ServerTls, fingerprint
-from edgellm.common.tokens import daemon_token_path, host_token_path
+from edgellm.common.tokens import daemon_token_path, default_data_dir, host_token_path
 from edgellm.device.config import DaemonConfig
 from edgellm.device.core.daemon import DaemonCore
 from edgellm.device.core.loading import EngineFactory
@@ -121,11 +122,23 @@ def daemon_security(config: DaemonConfig) -> ServerSecurity:
         token=config.security.auth_token,
         token_file=config.security.auth_token_file,
         default_token_file=daemon_token_path(config.store.data_dir),
-        adopt=(host_token_path(),),
+        adopt=pairs_with_host(config.store.data_dir),
         tls=tls,
         insecure_loopback=config.security.insecure_loopback,
         self_signed_dir=daemon_tls_dir(config.store.data_dir),
     )
+
+
+def pairs_with_host(data_dir: Path) -> tuple[Path, ...]:
+    """The host service's token file to share, for the user's own daemon only (its default data dir).
+
+    Why: on a first start with no token on either side, the shared token is made in the first of
+    the two paths (tokens.ensure_token's rendezvous), which is the host's
+    ``~/.config/edgellm/token``. A daemon in another data dir (a bench's, a test's, a second
+    daemon) then wrote a fresh token into the user's config, and every client on the machine sent
+    it to the user's real daemon, which refused it (`make demo` did, 2026-12-06).
+    """
+    return (host_token_path(),) if data_dir.resolve() == default_data_dir().resolve() else ()
 
 
 async def serve(config: DaemonConfig, platform: Platform | None = None) -> None:
