@@ -9,6 +9,7 @@ shared by two processes (a memory-mapped shard) twice: an upper bound.
     python -m bench.bench_convert_memory --model default
     python -m bench.bench_convert_memory --build qwen2.5-0.5b --dir .cache/bench/qwen05   # then:
     python -m bench.bench_convert_memory --model .cache/bench/qwen05
+    python -m bench.bench_convert_memory --model .cache/bench/qwen05 --quantize rtn   # edgellm quantize
 
 `--build` writes a random-weight checkpoint at a real shape (bench/scale_shapes.py: bf16, sharded
 safetensors, the model's own vocabulary size, the bundled SmolLM2 tokenizer), with no download.
@@ -29,9 +30,16 @@ from bench.scale_shapes import GIB, SHAPES, build_checkpoint, fp16_bytes
 from bench.scale_stages import run_sampled
 
 
-def measure(model: str, out: Path, interval: float, extra: list[str]) -> dict[str, Any]:
-    """Convert ``model`` once in a child process; the tree's peak RSS and wall time."""
-    cmd = [sys.executable, "-m", "edgellm.cli", "convert", "--model", model, "-o", str(out), "--force"]
+def measure(
+    model: str, out: Path, interval: float, extra: list[str], quantize: str | None = None
+) -> dict[str, Any]:
+    """Convert ``model`` once in a child process (``edgellm quantize --method`` when ``quantize``
+    is set); the tree's peak RSS and wall time."""
+    cli = [sys.executable, "-m", "edgellm.cli"]
+    if quantize is None:
+        cmd = [*cli, "convert", "--model", model, "-o", str(out), "--force"]
+    else:  # quantize has no --force: ``out`` must not exist
+        cmd = [*cli, "quantize", "--model", model, "--method", quantize, "--device", "cpu", "-o", str(out)]
     result = run_sampled([*cmd, *extra], interval=interval)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
     return result | {"max_single_child_rss": children}
@@ -54,6 +62,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, help="artifact dir (default: a temp dir)")
     p.add_argument("--interval", type=float, default=0.1)
     p.add_argument("--bits", default="4")
+    p.add_argument("--quantize", choices=("rtn", "gptq"), help="measure `edgellm quantize --method` instead")
     ns = p.parse_args()
     if ns.build:
         if ns.dir is None:
@@ -65,7 +74,7 @@ def main() -> None:
     hf_dir = hf_dir_of(ns.model)
     with tempfile.TemporaryDirectory(prefix="edgellm-mem-") as tmp:
         out = ns.out or Path(tmp) / "artifact"
-        result = measure(ns.model, out, ns.interval, ["--bits", ns.bits])
+        result = measure(ns.model, out, ns.interval, ["--bits", ns.bits], ns.quantize)
     s = fp16_bytes(hf_dir)
     result |= {
         "model": ns.model,

@@ -42,6 +42,7 @@ from edgellm.common.manifest import (
 from edgellm.common.progress import Progress, quiet, scaled
 from edgellm.common.runtime import Runtime
 from edgellm.host.builder.host_source import for_device, write_host_source
+from edgellm.host.builder.layer_eval import StreamedColumns
 from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.builder.sampling import sampling_defaults
 from edgellm.host.convert.export_facts import ExportFacts, check_export, facts_of_model
@@ -154,19 +155,19 @@ def build_artifact(
     """Quantize (unless ``quantized`` is given), export, measure and publish ``output`` atomically.
 
     With ``consume`` the fp model is quantized in place (the caller needs it no more): the gate's
-    fp figures are taken first, and the build holds one torch model instead of two.
+    fp figures are taken first, and the build holds one torch model instead of two. A streamed
+    model's evaluation then walks its windows layer by layer (builder/layer_eval.py): the fp
+    column's before quantizing, the quantized column's after, and the model is freed before the export.
     """
     start = time.perf_counter()
     sampling = sampling_defaults(loaded.source, loaded.hf_dir)  # a bad generation_config fails first
-    if consume and (measure.evaluate or quantized is not None):
-        raise ValueError("consume quantizes the fp model in place: not with evaluate or a given model")
-    fp = _fp_reference(loaded) if consume and measure.verify else None
+    fp, columns = _before_consuming(loaded, measure, quantized, consume)
     _free()
     if quantized is None:
         quantized = quantize(loaded, plan, scaled(progress, 0.0, 0.6, "quantize: "), in_place=consume)
     facts = facts_of_model(quantized.model)  # its rotary buffers: before a consumed model is freed
     # AWQ's export saves the scaled model (weights_dir=None below): it must keep its weights.
-    pending = _release(quantized, fp, loaded) if consume and not quantized.scales else None
+    pending = _release(quantized, fp, loaded, columns) if consume and not quantized.scales else None
     seconds = {"quantize": round(quantized.seconds, 2)}
     staging = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -184,13 +185,13 @@ def build_artifact(
             # AWQ folds scales into norms; otherwise only linears changed, and those are carried.
             weights_dir=None if quantized.scales else loaded.hf_dir,
         )
-        ref_logits = _gate_reference(pending, report, adapter_for(quantized.model))
+        ref_logits = _gate_reference(pending, report, adapter_for(quantized.model), columns)
         if consume:
             _drop_integers(quantized, loaded)
         tokenizer = _finish(staging, loaded, plan, facts)
         seconds["export"] = round(time.perf_counter() - step, 2)
         gate = (fp, ref_logits)
-        evaluation, checks = _measure(staging, loaded, quantized, measure, seconds, progress, gate)
+        evaluation, checks = _measure(staging, loaded, quantized, measure, seconds, progress, gate, columns)
         seconds["total"] = round(time.perf_counter() - start + quantized.seconds, 2)
         manifest = ArtifactManifest(
             schema_version=SCHEMA_VERSION,
@@ -313,14 +314,15 @@ def _measure(
     seconds: dict[str, float],
     progress: Progress,
     gate: tuple[FpReference | None, ChunkedLogits | None] = (None, None),
+    columns: StreamedColumns | None = None,
 ) -> tuple[Evaluation | None, Checks | None]:
     evaluation = checks = None
     if measure.evaluate:
         step = time.perf_counter()
         progress(0.8, "evaluate: fp, torch quantized and MNN")
         scorers: dict[str, Scorer] = {
-            "fp": TorchScorer(loaded.model),
-            "torch": TorchScorer(quantized.model),
+            "fp": TorchScorer(loaded.model) if columns is None else columns.fp,
+            "torch": TorchScorer(quantized.model) if columns is None else columns.quantized_column(),
             "mnn": MnnScorer(staging),
         }
         cfg = loaded.evaluation
@@ -340,6 +342,21 @@ def _measure(
     return evaluation, checks
 
 
+def _before_consuming(
+    loaded: LoadedModel, measure: Measure, quantized: Quantized | None, consume: bool
+) -> tuple[FpReference | None, StreamedColumns | None]:
+    """What a consuming build takes from the fp model before it is quantized in place: the gate's fp
+    figures, the evaluation's fp column (a streamed model's: builder/layer_eval.py)."""
+    if not consume:
+        return None, None
+    if quantized is not None or (measure.evaluate and loaded.stream is None):
+        raise ValueError(
+            "consume quantizes the fp model in place: not with a given model, nor evaluate of a whole model"
+        )
+    fp = _fp_reference(loaded) if measure.verify else None
+    return fp, StreamedColumns.before_quantizing(loaded) if measure.evaluate else None
+
+
 def _fp_reference(loaded: LoadedModel) -> FpReference:
     from edgellm.host.convert.verify import fp_reference
 
@@ -348,9 +365,10 @@ def _fp_reference(loaded: LoadedModel) -> FpReference:
 
 
 def _release(
-    quantized: Quantized, fp: FpReference | None, loaded: LoadedModel
+    quantized: Quantized, fp: FpReference | None, loaded: LoadedModel, columns: StreamedColumns | None
 ) -> ChunkedLogits | PendingHead | None:
-    """Take the gate's torch reference now, then free the consumed model's tensors (moved to meta).
+    """Take the gate's torch reference (and the evaluation's quantized column) now, then free the
+    consumed model's tensors (moved to meta).
 
     Why: the export's llmexport child and the gate's MNN model each came on top of the fp32 torch
     model, which no later step needs but for the reference. What is kept is the final hidden states
@@ -361,6 +379,8 @@ def _release(
     from edgellm.host.convert.reference import PendingHead, WholeLogits, final_hidden, reference_logits, whole
 
     ref: ChunkedLogits | PendingHead | None = None
+    if columns is not None:
+        columns.after_quantizing(loaded)
     if fp is not None:
         model = quantized.model
         materialize = None if loaded.stream is None else loaded.stream.layer
@@ -376,10 +396,17 @@ def _release(
 
 
 def _gate_reference(
-    ref: ChunkedLogits | PendingHead | None, report: ExportReport, adapter: DecoderAdapter
+    ref: ChunkedLogits | PendingHead | None,
+    report: ExportReport,
+    adapter: DecoderAdapter,
+    columns: StreamedColumns | None = None,
 ) -> ChunkedLogits | None:
-    """The gate's reference logits, a pending head now reading lm_head's integers from the artifact."""
+    """The gate's reference logits, a pending head now reading lm_head's integers from the artifact
+    (and the evaluation's quantized column's head likewise)."""
     from edgellm.host.convert.reference import PendingHead
+
+    if columns is not None:
+        columns.after_export(report, adapter)
 
     if not isinstance(ref, PendingHead):
         return ref

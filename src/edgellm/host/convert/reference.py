@@ -38,6 +38,7 @@ ROWS = 128  # positions per reference chunk: [128, V] float32 is 66 MB at 128,25
 VOCAB_ROWS = 4096
 Head = Callable[[torch.Tensor], torch.Tensor]  # [C, H] -> [C, V]
 RowsOf = Callable[[slice], QuantizedWeight]  # lm_head's integers of vocabulary rows ``part``
+WeightOf = Callable[[slice], torch.Tensor]  # lm_head's float32 weight rows ``part``: [rows, H]
 
 
 class ChunkedLogits(Protocol):
@@ -129,14 +130,17 @@ def quantized_head(q: QuantizedWeight, config: Any, bias: torch.Tensor | None = 
 
 def rows_head(rows_of: RowsOf, vocab: int, config: Any, bias: torch.Tensor | None = None) -> Head:
     """The head whose lm_head integers ``rows_of(part)`` gives by vocabulary rows (memory or a file)."""
+    return weight_rows_head(lambda part: rows_of(part).dequantize(), vocab, config, bias)
+
+
+def weight_rows_head(weight_of: WeightOf, vocab: int, config: Any, bias: torch.Tensor | None = None) -> Head:
+    """The head whose lm_head weight rows [rows, H] float32 ``weight_of(part)`` gives, by vocabulary rows."""
 
     def head(h: torch.Tensor) -> torch.Tensor:
         out = torch.empty(h.shape[0], vocab)  # [C, V]
         for a in range(0, vocab, VOCAB_ROWS):
             part = slice(a, min(a + VOCAB_ROWS, vocab))
-            out[:, part] = functional.linear(
-                h, rows_of(part).dequantize(), None if bias is None else bias[part]
-            )
+            out[:, part] = functional.linear(h, weight_of(part), None if bias is None else bias[part])
         return softcap(out, config)
 
     return head
