@@ -28,7 +28,6 @@ import torch
 from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.convert.reference import Head, final_hidden, rows_head, weight_rows_head
 from edgellm.host.evaluate.windows import windows
-from edgellm.host.quantize import mnn_weights
 from edgellm.host.quantize.adapter import DecoderAdapter
 from edgellm.host.quantize.export import ExportReport
 
@@ -86,10 +85,8 @@ class StreamedColumns:
     def after_export(self, report: ExportReport, adapter: DecoderAdapter) -> None:
         """Form the quantized head from the artifact's lm_head integers, read by vocabulary rows."""
         assert self.quantized is not None
-        ((op, _),) = adapter.mnn_slots("lm_head")
-        slot = report.slots[op]
-        rows_of = lambda part: mnn_weights.read_rows(report.weight_file, slot, part)  # noqa: E731
-        self.quantized.head = rows_head(rows_of, slot.oc, self.config, self.bias)
+        rows_of, vocab = report.lm_head_rows(adapter)
+        self.quantized.head = rows_head(rows_of, vocab, self.config, self.bias)
 
     def quantized_column(self) -> HiddenScorer:
         """The quantized torch column (walked and headed: after ``after_export``)."""

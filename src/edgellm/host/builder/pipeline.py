@@ -49,7 +49,6 @@ from edgellm.host.convert.export_facts import ExportFacts, check_export, facts_o
 from edgellm.host.convert.llmexport_adapter import ExportFailed, check_exported_rope_theta
 from edgellm.host.evaluate.evaluate import EVAL_FILE, evaluate
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
-from edgellm.host.quantize import mnn_weights
 from edgellm.host.quantize.adapter import DecoderAdapter, adapter_for
 from edgellm.host.quantize.apply import quantize_model
 from edgellm.host.quantize.awq import AwqScale
@@ -410,9 +409,7 @@ def _gate_reference(
 
     if not isinstance(ref, PendingHead):
         return ref
-    ((op, _),) = adapter.mnn_slots("lm_head")
-    slot = report.slots[op]
-    return ref.logits(lambda part: mnn_weights.read_rows(report.weight_file, slot, part), slot.oc)
+    return ref.logits(*report.lm_head_rows(adapter))
 
 
 def _free() -> None:

@@ -45,6 +45,12 @@ class ExportReport:
     weight_file: Path
     slots: Mapping[str, mnn_weights.MnnLinear]  # where each carried linear lives, by MNN op name
 
+    def lm_head_rows(self, adapter: DecoderAdapter) -> tuple[Callable[[slice], QuantizedWeight], int]:
+        """(part -> lm_head's integers of vocabulary rows ``part``, read from the artifact; vocabulary)."""
+        ((op, _),) = adapter.mnn_slots("lm_head")
+        slot = self.slots[op]
+        return (lambda part: mnn_weights.read_rows(self.weight_file, slot, part)), slot.oc
+
 
 def run_llmexport(hf_dir: Path, out_dir: Path, flags: Sequence[str]) -> None:
     """Run llmexport through its one adapter; its log stays in a temp dir only when it fails."""
