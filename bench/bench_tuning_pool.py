@@ -6,15 +6,17 @@ Tuning on 24 phones per set let failure modes through that only a held-out set t
 the generators refuse them for tuning) and lists each missed bar: ordinary phones every bar of the
 tuning set (oracle ratio, throttling, comfort + 0.5 °C, ripple), low-headroom phones the comfort bars.
 30 simulated minutes per phone (~0.4 s of CPU each). Usage:
-    python bench/bench_tuning_pool.py [--[no-]revised-probe] [--seventh] [--cold-shift K] [--wide]
-        [--warm | --warm-only] [--only gen-1057,...] [--jobs 2]
+    python bench/bench_tuning_pool.py [--[no-]revised-probe] [--cold-shift K] [--cold-shift-after S]
+        [--cold-shift-over S] [--wide] [--warm | --warm-only] [--only gen-1057,...] [--jobs 2]
         [--out F.json]
 --wide adds `WIDE_TUNING_POOL_SEEDS` 3001-3300 and `LOW_HEADROOM_WIDE_POOL_SEEDS` 4001-4300 (800 phones,
 ~3-5 min on 2 processes). --warm adds the warm two-cluster pool (issue 30, seventh pass): of
 `WARM_POOL_CANDIDATE_SEEDS` 20001-60000, the ordinary phones in a 26-31 °C room with two clusters whose
 idle skin sits 2-4.5 °C under the comfort limit (303 phones, scored on the ordinary bars; ~2 min). A
 held-out seed is refused there too (`generate_profile(purpose="tuning")`). --cold-shift sets
-`IdentifyConfig.cold_start_shift_k` (the eighth pass tried 1.5 K; off, 0, by default).
+`IdentifyConfig.cold_start_shift_k` (1.5 K since the ninth pass; 0: the prior stays centred on the first
+reading, the governor before it), --cold-shift-after / --cold-shift-over its ramp (180 s / 60 s; 0 and 0:
+at the first reading, as the eighth pass tried it).
 """
 
 from __future__ import annotations
@@ -61,26 +63,25 @@ def warm_pool_seeds() -> tuple[int, ...]:
     return tuple(out)
 
 
-def seventh_pass(config: GovernorConfig) -> GovernorConfig:
-    """The seventh pass's candidate (off by default): heat-matched settled holds, a cut-short extension
-    measured paced, a cold start's wider ambient prior (docs/governor.md, "A warm room's approach")."""
-    identify = replace(config.identify, cold_start_sd_c=0.018)
-    return replace(config, settled_heat_match=2, extend_paced=True, identify=identify)
-
-
-Job = tuple[str, int, int, bool, bool, float]
+Job = tuple[str, int, int, bool, float, float, float]
 
 
 def card(job: Job) -> dict[str, Any]:
-    """One pool phone's row (kind, seed, its index in the pool, revised probe, seventh pass, cold shift)."""
-    kind, seed, index, revised, seventh, shift = job
+    """One pool phone's row (kind, seed, its index in the pool, revised probe, cold shift and its ramp)."""
+    kind, seed, index, revised, shift, after_s, over_s = job
     if kind in ("ordinary", "warm"):
         (profile,) = tuning_profiles((seed,))
     else:  # the stratum (thin, warm) alternates through the pool, as in the 24-phone sets
         profile = low_headroom_profile(seed, thin=index % 2 == 0, purpose="tuning")
     config = GovernorConfig(revised_probe=revised)
-    config = replace(config, identify=replace(config.identify, cold_start_shift_k=shift))
-    sc, _ = score(profile, 30.0, seventh_pass(config) if seventh else config)
+    identify = replace(
+        config.identify,
+        cold_start_shift_k=shift,
+        cold_start_shift_after_s=after_s,
+        cold_start_shift_over_s=over_s,
+    )
+    config = replace(config, identify=identify)
+    sc, _ = score(profile, 30.0, config)
     passed = sc.comfort_passed if kind == "low-headroom" else sc.passed
     return {"set": kind, **sc.row(), "pool_passed": passed}
 
@@ -98,12 +99,23 @@ def main() -> int:
         default=GovernorConfig().revised_probe,
         help="GovernorConfig.revised_probe (default on since issue 30's fourth pass)",
     )
-    ap.add_argument("--seventh", action="store_true", help="the seventh pass's candidate (off by default)")
     ap.add_argument(
         "--cold-shift",
         type=float,
         default=GovernorConfig().identify.cold_start_shift_k,
-        help="IdentifyConfig.cold_start_shift_k, K (0: a cold start's ambient prior at its first reading)",
+        help="IdentifyConfig.cold_start_shift_k, K (0: a cold start's ambient prior on its first reading)",
+    )
+    ap.add_argument(
+        "--cold-shift-after",
+        type=float,
+        default=GovernorConfig().identify.cold_start_shift_after_s,
+        help="IdentifyConfig.cold_start_shift_after_s: the shift enters after this many seconds ...",
+    )
+    ap.add_argument(
+        "--cold-shift-over",
+        type=float,
+        default=GovernorConfig().identify.cold_start_shift_over_s,
+        help="... over this many (IdentifyConfig.cold_start_shift_over_s; 0 and 0: at the first reading)",
     )
     ap.add_argument("--wide", action="store_true", help="also seeds 3001-3300 and 4001-4300")
     ap.add_argument("--warm", action="store_true", help="also the warm two-cluster pool (seeds 20001-60000)")
@@ -116,7 +128,7 @@ def main() -> int:
     low = LOW_HEADROOM_TUNING_POOL_SEEDS + (LOW_HEADROOM_WIDE_POOL_SEEDS if ns.wide else ())
     if ns.warm_only:
         ordinary, low = (), ()
-    on = ns.revised_probe, ns.seventh, ns.cold_shift
+    on = ns.revised_probe, ns.cold_shift, ns.cold_shift_after, ns.cold_shift_over
     jobs = [("ordinary", s, k, *on) for k, s in enumerate(ordinary)]
     jobs += [("low-headroom", s, k, *on) for k, s in enumerate(low)]
     if ns.warm or ns.warm_only:

@@ -97,7 +97,6 @@ class ThermalController:
                 revised=c.revised_probe,
                 lead_s=c.probe_lead_s,
                 paced_late_mean=c.paced_probe_late_mean,
-                heat_match=c.settled_heat_match,
             )
             if probe
             else None
@@ -426,24 +425,8 @@ class ThermalController:
         if self.spare_since is None:
             self.spare_since = now
         elif now - self.spare_since >= c.extend_after_s:
-            self._extend(pr, fr, gap)
-            self.spare_since = None
-
-    def _extend(self, pr: Prober, fr: Frontier, gap: float) -> None:
-        """Measure the next hotter rung: at full duty, or paced when the last full-duty hold was cut short.
-
-        Paced (extend_paced, off): the skin's lookahead can stop a hotter rung's full-duty hold within
-        seconds, and a resumed probe gives up a rung it got under 20 s of (gen-24096 of the warm pool:
-        middle cut at 17 s, its oracle blending middle@70% with 39% middle); kept instead, the next
-        extension holds it at the rate in force, brought to the gap in force if hotter (probe.py,
-        _match_heat). Paced on every extension it cost 201 of 616 warm-pool phones up to 12%.
-        """
-        c = self.config
-        if c.extend_paced and c.revised_probe and pr.paced is None and pr.cut_short:
-            duty = max(min(self.current.duty, c.pace_below_duty), c.paced_probe_min_duty)
-            pr.pace(duty, fr.idle_gap_k, self.decode_rate, gap_in_force_k=gap)
-        else:
             pr.resume()
+            self.spare_since = None
 
     def _frontier_step(self, gap: float, target: float, dt: float) -> None:
         """Integrate the gap error into a gap command; the measured frontier turns it into a position.

@@ -13,7 +13,6 @@ their times go in, estimates come out (STYLE 12).
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -74,20 +73,18 @@ class IdentifyConfig:
     # too), so the first reading is taken as a steady state, a·g0 + c = 0 (see SkinIdentifier._start).
     # Under it a phone starts cold: die and skin read the same ± a sensor step, and nothing follows.
     steady_start_min_gap_k: float = 0.5
-    # Under it (a cold start: die and skin at the room's temperature) the ambient prior may start this
-    # wide (K/s of c; 0.018 is ±7.5 K at the prior b): the static heat that reaches the skin without
-    # passing the CPU zone's gap (screen, radios) puts the effective ambient above the first reading
-    # by 0-3.5 K on the generated phones, and at ±2.5 K the model took the skin's faster rise as gain
-    # (issue 30, seventh pass: off, None = prior_sd_c; docs/governor.md, "A warm room's approach").
-    cold_start_sd_c: float | None = None
-    cold_start_memory_s: float = 600.0  # ... its excess over prior_sd_c fades on this horizon
-    # A cold start's ambient prior may be centred this far above the first skin reading (K; c = b·shift):
-    # the identified ambient of the 124 cold-start tuning phones ends 1.2-2.7 K above it at minute 30
-    # (quartiles; 120 of 124 above), the static heat that reaches the skin without passing the CPU zone's
-    # gap. At 1.5 K it fixed the warm pool's ratio misses without the wide prior's ripple on the traced
-    # phones, but a higher ambient lowers a cold start's first target gap: 360 of 616 warm-pool phones
-    # slower (issue 30, eighth pass: off, 0 = the first reading; docs/governor.md, "A warm room's approach").
-    cold_start_shift_k: float = 0.0
+    # A cold start's ambient prior moves this far above the first skin reading (K; c = b·shift): the static
+    # heat that reaches the skin without passing the CPU zone's gap (screen, radios) only ever warms it,
+    # and the identified ambient of 124 cold-start tuning phones ends 1.2-2.7 K above it at minute 30
+    # (quartiles). Centred there, the model read the skin's faster rise as gain once it started learning
+    # and the target gap dipped over minutes 4-10 (a warm-room tuning phone: 2.84 -> 1.95 K, 0.91x) ...
+    cold_start_shift_k: float = 1.5
+    # ... entering after this many seconds of the run, over this many, as the data arrive (the centre moves
+    # and what the data said stays: SkinIdentifier._move_prior). The first target gap, set before any
+    # data, stays the centred prior's: moved at the first reading (0 and 0) it lowered every cold start's
+    # first target and slowed most of them (issue 30, eighth pass; the ninth pass ramps it in).
+    cold_start_shift_after_s: float = 180.0
+    cold_start_shift_over_s: float = 60.0
 
 
 class SkinIdentifier:
@@ -102,7 +99,9 @@ class SkinIdentifier:
         self.samples: deque[tuple[float, float, float]] = deque()
         self.last_update: float | None = None
         self.updates = 0
-        self.extra_var_c = 0.0  # a cold start's extra ambient variance (fades over cold_start_memory_s)
+        self.started_at: float | None = None
+        self.cold = False  # a cold start (SkinIdentifier._start)
+        self.shifted_k = 0.0  # how much of cold_start_shift_k the prior's centre has moved so far
         self.forgetting = 1.0 - cfg.update_every_s / cfg.memory_s
 
     @property
@@ -115,8 +114,10 @@ class SkinIdentifier:
         """Add one reading; every update_every_s, fold the window's slope into the estimate (if learn)."""
         cfg = self.config
         if self.ref_c is None:
-            self.ref_c = skin_c
+            self.ref_c, self.started_at = skin_c, t
             self._start(die_c - skin_c)
+        if self.cold and self.shifted_k < cfg.cold_start_shift_k:
+            self._shift_in(t)
         self.samples.append((t, skin_c, die_c - skin_c))
         while self.samples and t - self.samples[0][0] > cfg.window_s:
             self.samples.popleft()
@@ -140,10 +141,7 @@ class SkinIdentifier:
         target near the start, g0 + (aim − T_ref)/gain, is as good as the gain only in the margin.
         """
         if not gap_k >= self.config.steady_start_min_gap_k:
-            self.theta[2] = self.config.prior_b * self.config.cold_start_shift_k  # c = b·(ambient − T_ref)
-            if self.config.cold_start_sd_c is not None:  # wider at first; the bound comes back (_bound)
-                self.extra_var_c = max(self.config.cold_start_sd_c**2 - float(self.p0[2, 2]), 0.0)
-                self.cov[2, 2] += self.extra_var_c
+            self.cold = True  # the prior's centre moves up as the data arrive (_shift_in)
             return
         var_a = float(self.cov[0, 0])
         self.theta[2] = -self.theta[0] * gap_k
@@ -151,18 +149,34 @@ class SkinIdentifier:
         self.cov[2, 2] += var_a * gap_k**2
         self.p0 = self.cov.copy()
 
-    def _bound(self) -> np.ndarray:
-        """The covariance bound: the prior, plus a cold start's wider ambient that fades.
+    def _shift_in(self, t: float) -> None:
+        """Move a cold start's ambient prior's centre toward cold_start_shift_k along the run's ramp."""
+        cfg = self.config
+        assert self.started_at is not None
+        into_s = t - self.started_at - cfg.cold_start_shift_after_s
+        over_s = cfg.cold_start_shift_over_s
+        share = 1.0 if into_s >= over_s else 0.0 if into_s <= 0.0 else into_s / over_s
+        step_k = share * cfg.cold_start_shift_k - self.shifted_k
+        if step_k > 0.0:
+            self.shifted_k += step_k
+            self._move_prior(cfg.prior_b * step_k)
 
-        Kept wide for the whole run, a constant gap let the model walk the (gain, ambient) ridge: a
-        17 °C tuning phone read 44 °C of ambient at minute 26 and throttled to idle (ripple 1.0).
+    def _move_prior(self, delta_c: float) -> None:
+        """Move the prior's centre of c by delta_c, keeping what the data said: θ += P·P0⁻¹·δ.
+
+        The posterior mean is linear in the prior's: with no data (P = P0) the estimate moves by δ;
+        where the data pin a·g + c (the skin's rise at the gap in force) c moves along that ridge and
+        the gain with it, so the skin's early rise from static heat leaves the gain (issue 30, ninth pass).
         """
-        if not self.extra_var_c:
-            return self.p0
-        p0 = self.p0.copy()
-        elapsed_s = self.updates * self.config.update_every_s
-        p0[2, 2] += self.extra_var_c * math.exp(-elapsed_s / self.config.cold_start_memory_s)
-        return p0
+        self.theta = self.theta + self.cov[:, 2] * (delta_c / float(self.p0[2, 2]))
+        self._clamp()
+
+    def _clamp(self) -> None:
+        """Keep a and b within [min_ratio, max_ratio] × the prior."""
+        cfg = self.config
+        lo, hi = cfg.min_ratio, cfg.max_ratio
+        self.theta[0] = min(max(self.theta[0], lo * cfg.prior_a), hi * cfg.prior_a)
+        self.theta[1] = min(max(self.theta[1], lo * cfg.prior_b), hi * cfg.prior_b)
 
     def _update(self) -> None:
         cfg = self.config
@@ -190,10 +204,8 @@ class SkinIdentifier:
         self.theta = self.theta + gain * (slope - float(phi @ self.theta))
         self.cov = (self.cov - np.outer(gain, cov_phi)) / self.forgetting
         # bounded forgetting: no direction may grow past the prior (covariance wind-up at steady state)
-        self.cov *= min(1.0, float(np.min(np.diag(self._bound()) / np.diag(self.cov))))
-        lo, hi = cfg.min_ratio, cfg.max_ratio
-        self.theta[0] = min(max(self.theta[0], lo * cfg.prior_a), hi * cfg.prior_a)
-        self.theta[1] = min(max(self.theta[1], lo * cfg.prior_b), hi * cfg.prior_b)
+        self.cov *= min(1.0, float(np.min(np.diag(self.p0) / np.diag(self.cov))))
+        self._clamp()
         if not np.all(np.isfinite(self.theta)) or not np.all(np.isfinite(self.cov)):
             raise ArithmeticError("skin identification diverged")  # numerical guard (STYLE 6)
         self.updates += 1

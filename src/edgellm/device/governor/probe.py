@@ -53,15 +53,8 @@ class Prober:
         revised: bool = False,
         lead_s: float = 30.0,
         paced_late_mean: bool = False,
-        heat_match: int = 0,
-        heat_match_min_rate: float = 0.75,
     ) -> None:
         self.paced_late_mean = paced_late_mean  # a paced hold's gap: its second half's mean (_settled)
-        self.heat_match = heat_match  # a settled paced hold over the gap in force: re-paced this often
-        self.rematched = 0  # ... times, on the rung held now
-        self.heat_match_min_rate = heat_match_min_rate  # ... keeping at least this share of the rate
-        self.matched_duty0 = 1.0  # the rate-matched duty of the rung held now
-        self.cut_short = False  # a resumed full-duty hold stopped before min_fit_s
         self.revised = revised  # the probe revision (GovernorConfig.revised_probe)
         self.lead_s = lead_s  # a resumed probe stops where the skin will be this far ahead
         self.skins: deque[tuple[float, float]] = deque()  # (time, skin) over the last 10 s
@@ -112,7 +105,6 @@ class Prober:
             return False
         full = sum(tps) / len(tps)  # already per unit duty
         self.matched = (self.step, min(max(self.paced_tps / full, 0.05), 1.0))
-        self.matched_duty0 = self.matched[1]
         self.held, self.samples = 0.0, []
         return True
 
@@ -169,7 +161,7 @@ class Prober:
             return
         if self._dominated(dt) or self._over_force(gap_k):
             self.step += 1  # no faster than a cooler rung: dominated, move on
-            self.held, self.samples, self.rematched = 0.0, [], 0
+            self.held, self.samples = 0.0, []
             return
         if self.held >= self.hold_s:
             self._finish()
@@ -192,8 +184,6 @@ class Prober:
         """
         if self.held >= self.min_fit_s:
             self._finish()
-        elif self.resumed and self.revised and self.paced is None and self.heat_match:
-            self.cut_short = True  # kept: the next extension measures it paced, at the gap in force
         elif self.resumed and self.revised:
             self.step += 1
         self.stopped = True
@@ -244,11 +234,7 @@ class Prober:
         """
         if gap_k is None or self.gap_in_force_k is None or not self._rate_matched:
             return False
-        if self.held < 3.0 or gap_k <= 1.1 * self.gap_in_force_k:
-            return False
-        if self.rematched and self.heat_match:  # re-paced down: the die is still cooling, the fit judges
-            return False
-        return not self._match_heat(gap_k)
+        return self.held >= 3.0 and gap_k > 1.1 * self.gap_in_force_k
 
     @property
     def _rate_matched(self) -> bool:
@@ -264,37 +250,7 @@ class Prober:
         if self.gap_in_force_k is None or not self._rate_matched:
             return False
         raw = [x[1] for x in self.samples]
-        if len(raw) < 4:
-            return False
-        settled = settled_gap([x[0] for x in self.samples], raw)
-        # re-paced to the gap in force, a reading there is as likely over it as under: over by 10%, as
-        # at once (_over_force), it is hotter than the duty predicted
-        over = self.gap_in_force_k * (1.1 if self.rematched else 1.0)
-        return settled > over and not self._match_heat(settled)
-
-    def _match_heat(self, gap_k: float) -> bool:
-        """Re-pace the rung held now so its gap comes down to the gap in force; whether the hold restarts.
-
-        Hotter than the gap in force at the rate in force says the rung is no better *paced* there, not
-        that it is off the frontier: blended with the rung in force, a faster rung can be the better
-        partner (gen-3160 of the pool: its oracle blends middle@70% with 42% fastest@70%, which the
-        rate-matched hold read 10% over the gap in force and left). Held at the duty that brings its
-        gap to the gap in force, the skin gets the heat it already gets, and the frontier decides from
-        its full-duty point; g(d) = idle + d·(g(1) − idle). Off (heat_match 0): with no floor on the
-        rate a hold keeps, 167 of 616 warm-pool phones lost up to 4% to long holds of hot rungs at
-        duty ~0.15 that never reached the hull; with the floor it changed none of them (seventh pass).
-        """
-        assert self.paced is not None and self.gap_in_force_k is not None and self.matched is not None
-        idle, duty = self.paced[1], self.matched[1]
-        if self.rematched >= self.heat_match or gap_k <= idle or self.gap_in_force_k <= idle:
-            return False
-        scale = (self.gap_in_force_k - idle) / (gap_k - idle)  # the decode rate's share the hold keeps
-        if scale * duty / self.matched_duty0 < self.heat_match_min_rate:
-            return False  # far hotter: the hold would cost more tokens than the rung can return
-        self.rematched += 1
-        self.matched = (self.step, min(max(duty * scale, 0.05), 1.0))
-        self.held, self.samples = 0.0, []
-        return True
+        return len(raw) >= 4 and settled_gap([x[0] for x in self.samples], raw) > self.gap_in_force_k
 
     def _gaps(self) -> list[float]:
         """The hold's gaps; paced: each one's full-duty gap, g(1) = idle + (g(d) − idle)/d.
@@ -339,7 +295,7 @@ class Prober:
             rung = self.plan[min(self.step, len(self.plan) - 1)]
             self.results.append((rung, gap, sum(late) / len(late)))
         self.step += 1
-        self.held, self.samples, self.rematched = 0.0, [], 0
+        self.held, self.samples = 0.0, []
 
     @property
     def remaining(self) -> int:

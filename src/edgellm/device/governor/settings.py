@@ -58,11 +58,6 @@ class GovernorConfig:
     settled_probe: bool = True
     settled_tolerance: float = 0.05
     settled_within_s: float = 720.0  # ... starting in the first minutes only
-    # Seventh pass (docs/governor.md, "A warm room's approach"), off: tried on the tuning pools, not
-    # clearly better. A rung over the gap in force at that rate is re-paced (at most this many times)
-    # to the duty that brings its gap to the gap in force, and measured, instead of left ...
-    settled_heat_match: int = 0
-    extend_paced: bool = False  # ... and the extension so measures a rung whose full-duty hold was cut short
     paced_probe_late_mean: bool = True  # ... a paced hold reads its last half's mean gap, not an asymptote
     # the skin model learns the gap held at its last reading off a prefill pulse (prefill_settle_s):
     # the CPU zone's hotspot made each pulse a gap the skin never answered (issue 30, fifth pass)
