@@ -16,11 +16,13 @@ from edgellm.sim.generator import (
     HELD_OUT_2_SEEDS,
     HELD_OUT_3_SEEDS,
     HELD_OUT_4_SEEDS,
+    HELD_OUT_5_SEEDS,
     HELD_OUT_ANY,
     HELD_OUT_DRAWS,
     LOW_HEADROOM_HELD_OUT_2_SEEDS,
     LOW_HEADROOM_HELD_OUT_3_SEEDS,
     LOW_HEADROOM_HELD_OUT_4_SEEDS,
+    LOW_HEADROOM_HELD_OUT_5_SEEDS,
     LOW_HEADROOM_HELD_OUT_SEEDS,
     LOW_HEADROOM_TUNING_POOL_SEEDS,
     LOW_HEADROOM_TUNING_SEEDS,
@@ -34,6 +36,7 @@ from edgellm.sim.generator import (
     held_out_2_profiles,
     held_out_3_profiles,
     held_out_4_profiles,
+    held_out_5_profiles,
 )
 from edgellm.sim.profile import PROFILE_DIR, PhoneProfile, profile_from_dict
 from edgellm.sim.scorecard import throughput_score
@@ -46,6 +49,7 @@ from edgellm.sim.situations import (
     low_headroom_held_out_2_profiles,
     low_headroom_held_out_3_profiles,
     low_headroom_held_out_4_profiles,
+    low_headroom_held_out_5_profiles,
     low_headroom_profile,
     low_headroom_tuning_profiles,
 )
@@ -103,6 +107,11 @@ FRESH_DRAWS = [  # (ordinary, low-headroom, their profiles, the names the first 
         held_out_4_profiles, low_headroom_held_out_4_profiles,
         "held-out-9901", "lowheadroom-held-out-9952", id="held-out-4",
     ),  # sixth pass: drawn after held-out-3 was seen
+    pytest.param(
+        HELD_OUT_5_SEEDS, LOW_HEADROOM_HELD_OUT_5_SEEDS,
+        held_out_5_profiles, low_headroom_held_out_5_profiles,
+        "held-out-70101", "lowheadroom-held-out-70152", id="held-out-5",
+    ),  # ninth pass: drawn after held-out-4 was seen
 ]  # fmt: skip
 
 

@@ -5,8 +5,8 @@ build (heat capacities and thermal resistances ±30% around sd8gen3's), the firm
 threshold shifted by up to ±2 °C, isolation on or off), the SoC (2-4 clusters, each with its own
 frequency, per-core power and voltage curve), the battery lag and the model's speed.
 
-HELD_OUT_SEEDS (and the fresh draws HELD_OUT_2_SEEDS, HELD_OUT_3_SEEDS, HELD_OUT_4_SEEDS) are the phones
-the acceptance table reports.
+HELD_OUT_SEEDS (and the fresh draws HELD_OUT_2_SEEDS, HELD_OUT_3_SEEDS, HELD_OUT_4_SEEDS, HELD_OUT_5_SEEDS)
+are the phones the acceptance table reports.
 They are never used to tune anything:
 `generate_profile(seed, purpose="tuning")` refuses them, and the tuning script only reaches phones
 through `tuning_profiles()`. Tune on the shipped profiles and TUNING_SEEDS.
@@ -37,6 +37,11 @@ LOW_HEADROOM_HELD_OUT_3_SEEDS: tuple[int, ...] = tuple(range(9801, 9825))
 # seeds were drawn, used nowhere before, for the sixth pass's one evaluation
 HELD_OUT_4_SEEDS: tuple[int, ...] = tuple(range(9901, 9925))
 LOW_HEADROOM_HELD_OUT_4_SEEDS: tuple[int, ...] = tuple(range(9951, 9975))
+# A fifth draw (issue 30, ninth pass): the sets above were run with the sixth pass's candidate; these
+# seeds were drawn, used nowhere before (above every tuning pool, the warm pool's 20001-60000 included),
+# for the ninth pass's one evaluation
+HELD_OUT_5_SEEDS: tuple[int, ...] = tuple(range(70101, 70125))
+LOW_HEADROOM_HELD_OUT_5_SEEDS: tuple[int, ...] = tuple(range(70151, 70175))
 # Every held-out draw as (ordinary seeds, low-headroom seeds), in the order they were drawn: a new
 # draw is one row here, and the membership sets below follow.
 HELD_OUT_DRAWS: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
@@ -44,6 +49,7 @@ HELD_OUT_DRAWS: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
     (HELD_OUT_2_SEEDS, LOW_HEADROOM_HELD_OUT_2_SEEDS),
     (HELD_OUT_3_SEEDS, LOW_HEADROOM_HELD_OUT_3_SEEDS),
     (HELD_OUT_4_SEEDS, LOW_HEADROOM_HELD_OUT_4_SEEDS),
+    (HELD_OUT_5_SEEDS, LOW_HEADROOM_HELD_OUT_5_SEEDS),
 )
 ORDINARY_HELD_OUT: frozenset[int] = frozenset(s for ordinary, _ in HELD_OUT_DRAWS for s in ordinary)
 LOW_HEADROOM_HELD_OUT: frozenset[int] = frozenset(s for _, low in HELD_OUT_DRAWS for s in low)
@@ -242,3 +248,8 @@ def held_out_3_profiles() -> list[PhoneProfile]:
 def held_out_4_profiles() -> list[PhoneProfile]:
     """The fourth held-out draw (seeds 9901-9924): for the acceptance table only."""
     return held_out_profiles(HELD_OUT_4_SEEDS)
+
+
+def held_out_5_profiles() -> list[PhoneProfile]:
+    """The fifth held-out draw (seeds 70101-70124): for the acceptance table only."""
+    return held_out_profiles(HELD_OUT_5_SEEDS)
