@@ -4,9 +4,10 @@ The simulator is deterministic and a 30-minute run of one phone takes ~0.2 s, so
 set (seeds 9001–9024, never tuned on), the tuning set, issue 18's warm-case phone, the low-headroom
 held-out set (seeds 9101–9124: hot rooms, cases, chargers) and the fresh held-out draws (held-out-2,
 seeds 9501–9524, and lowheadroom-held-out-2, 9601–9624; held-out-3, 9701–9724, and
-lowheadroom-held-out-3, 9801–9824; held-out-4, 9901–9924, and lowheadroom-held-out-4, 9951–9974)
-run here with the same bars as bench/bench_thermal.py (~40 s in all, without the unmanaged runs the
-comfort bars ignore; the throughput policy is tested in test_policies.py).
+lowheadroom-held-out-3, 9801–9824; held-out-4, 9901–9924, and lowheadroom-held-out-4, 9951–9974;
+held-out-5, 70101–70124, and lowheadroom-held-out-5, 70151–70174) run here with the same bars as
+bench/bench_thermal.py (~50 s in all, without the unmanaged runs the comfort bars ignore; the
+throughput policy is tested in test_policies.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from edgellm.sim.generator import (
     held_out_2_profiles,
     held_out_3_profiles,
     held_out_4_profiles,
+    held_out_5_profiles,
     held_out_profiles,
     tuning_profiles,
 )
@@ -32,6 +34,7 @@ from edgellm.sim.situations import (
     low_headroom_held_out_2_profiles,
     low_headroom_held_out_3_profiles,
     low_headroom_held_out_4_profiles,
+    low_headroom_held_out_5_profiles,
     low_headroom_held_out_profiles,
 )
 
@@ -40,18 +43,20 @@ HELD_OUT = held_out_profiles()
 HELD_OUT_2 = held_out_2_profiles()
 HELD_OUT_3 = held_out_3_profiles()
 HELD_OUT_4 = held_out_4_profiles()
-ALL_HELD_OUT = HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4
+HELD_OUT_5 = held_out_5_profiles()
+ALL_HELD_OUT = HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5
 TUNING = tuning_profiles()
 LOW_HEADROOM = low_headroom_held_out_profiles()
 LOW_HEADROOM_2 = low_headroom_held_out_2_profiles()
 LOW_HEADROOM_3 = low_headroom_held_out_3_profiles()
 LOW_HEADROOM_4 = low_headroom_held_out_4_profiles()
-ALL_LOW_HEADROOM = LOW_HEADROOM + LOW_HEADROOM_2 + LOW_HEADROOM_3 + LOW_HEADROOM_4
-# The governor's misses on the held-out sets (docs/governor.md, "The settled probe"): its one
-# evaluation after the sixth pass's freeze, as it came (held-out-9509, 0.889 before, now meets them at
-# 0.939; held-out-9921 is of the fresh fourth draw). Strict: a governor that meets the bars there
-# fails this until the doc moves.
-HELD_OUT_MISSES = {"held-out-9020": "steady-state ripple 0.212", "held-out-9921": "governor/oracle 0.879"}
+LOW_HEADROOM_5 = low_headroom_held_out_5_profiles()
+ALL_LOW_HEADROOM = LOW_HEADROOM + LOW_HEADROOM_2 + LOW_HEADROOM_3 + LOW_HEADROOM_4 + LOW_HEADROOM_5
+# The governor's misses on the held-out sets (docs/governor.md, "The ninth pass"): its one evaluation
+# after the ninth pass's freeze, as it came (the same two as after the sixth pass: held-out-9020's ripple
+# 0.212 -> 0.220, held-out-9921 unchanged; the fresh fifth draw meets every bar). Strict: a governor that
+# meets the bars there fails this until the doc moves.
+HELD_OUT_MISSES = {"held-out-9020": "steady-state ripple 0.220", "held-out-9921": "governor/oracle 0.879"}
 
 
 CARDS: dict[str, Score] = {}  # by phone name: each phone is simulated once per session
@@ -80,6 +85,7 @@ def test_the_held_out_set_is_the_24_documented_seeds() -> None:
     assert [p.name for p in HELD_OUT_2] == [f"held-out-{seed}" for seed in range(9501, 9525)]
     assert [p.name for p in HELD_OUT_3] == [f"held-out-{seed}" for seed in range(9701, 9725)]
     assert [p.name for p in HELD_OUT_4] == [f"held-out-{seed}" for seed in range(9901, 9925)]
+    assert [p.name for p in HELD_OUT_5] == [f"held-out-{seed}" for seed in range(70101, 70125)]
 
 
 def held_out_case(phone: PhoneProfile) -> object:
@@ -126,6 +132,7 @@ def test_the_comfort_governor_meets_its_bars_on_each_low_headroom_held_out_phone
         (LOW_HEADROOM_2, 0.939, -0.3),
         (LOW_HEADROOM_3, 0.96, -0.03),
         (LOW_HEADROOM_4, 0.951, -0.36),
+        (LOW_HEADROOM_5, 0.974, -0.23),
     ],
 )
 def test_the_documented_low_headroom_figures_are_what_the_simulator_gives(
@@ -143,12 +150,13 @@ def test_the_documented_worst_held_out_figures_are_what_the_simulator_gives() ->
     """docs/benchmarks.md quotes the worst case of each bar; the simulator is deterministic."""
     cards = {p.name: card_of(p) for p in ALL_HELD_OUT}
     met = [c for name, c in cards.items() if name not in HELD_OUT_MISSES]
-    # held-out-9722 (held-out 0.949 -9004, held-out-2 0.939 -9509, held-out-4 0.928 -9903)
-    assert min(c.ratio for c in met) == 0.92
+    # held-out-70101 (held-out 0.951 -9012, held-out-2 0.938 -9509, held-out-3 0.918 -9722, held-out-4
+    # 0.929 -9903)
+    assert min(c.ratio for c in met) == 0.914
     assert max(c.throttled_s for c in cards.values()) == 0
-    assert max(c.over_comfort_c for c in cards.values()) == 0.02  # held-out-9013
-    assert round(max(c.ripple for c in met), 3) == 0.124  # held-out-9702
-    assert cards["held-out-9020"].ripple == 0.212 and cards["held-out-9921"].ratio == 0.879
+    assert max(c.over_comfort_c for c in cards.values()) == 0.01  # held-out-9508
+    assert round(max(c.ripple for c in met), 3) == 0.104  # held-out-9015
+    assert cards["held-out-9020"].ripple == 0.2204 and cards["held-out-9921"].ratio == 0.879
 
 
 def test_the_bench_names_every_missed_bar() -> None:
