@@ -62,7 +62,9 @@ def main() -> None:
     p.add_argument("--out", type=Path, help="artifact dir (default: a temp dir)")
     p.add_argument("--interval", type=float, default=0.1)
     p.add_argument("--bits", default="4")
-    p.add_argument("--quantize", choices=("rtn", "gptq"), help="measure `edgellm quantize --method` instead")
+    p.add_argument(
+        "--quantize", choices=("rtn", "gptq", "awq"), help="measure `edgellm quantize --method` instead"
+    )
     ns = p.parse_args()
     if ns.build:
         if ns.dir is None:

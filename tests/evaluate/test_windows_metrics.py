@@ -8,7 +8,7 @@ import pytest
 from edgellm.common.score_table import table
 from edgellm.host.evaluate.evaluate import EvalConfig, evaluate
 from edgellm.host.evaluate.metrics import Accumulator, log_softmax
-from edgellm.host.evaluate.scorers import Scorer
+from edgellm.host.evaluate.scorers import ALL, Scorer
 from edgellm.host.evaluate.windows import windows
 
 
@@ -35,10 +35,11 @@ class _Fixed:
     def __init__(self, noise: float) -> None:
         self.noise = noise
 
-    def __call__(self, ids: list[int]) -> np.ndarray:
+    def __call__(self, ids: list[int], rows: slice = ALL) -> np.ndarray:
         rng = np.random.default_rng(len(ids))
         base = rng.standard_normal((len(ids), 50)).astype(np.float32)
-        return base + self.noise * np.asarray(ids, dtype=np.float32)[:, None] / 50
+        out: np.ndarray = (base + self.noise * np.asarray(ids, dtype=np.float32)[:, None] / 50)[rows].copy()
+        return out
 
 
 def test_evaluate_reference_and_determinism() -> None:

@@ -27,6 +27,7 @@ import torch
 
 from edgellm.host.builder.loaded import LoadedModel
 from edgellm.host.convert.reference import Head, final_hidden, rows_head, weight_rows_head
+from edgellm.host.evaluate.scorers import ALL
 from edgellm.host.evaluate.windows import windows
 from edgellm.host.quantize.adapter import DecoderAdapter
 from edgellm.host.quantize.export import ExportReport
@@ -41,12 +42,12 @@ class HiddenScorer:
     hidden: dict[Key, torch.Tensor]  # window ids -> [T, H]
     head: Head | None = None  # set once its weights can be read (the quantized head: after the export)
 
-    def __call__(self, ids: list[int]) -> np.ndarray:
-        """Logits [T, V] of a window walked already."""
+    def __call__(self, ids: list[int], rows: slice = ALL) -> np.ndarray:
+        """Logits [T, V] (positions ``rows``: only those go through the head) of a window walked already."""
         if self.head is None:
             raise RuntimeError("the head of this column is not formed yet (before the export)")
         with torch.inference_mode():
-            out: np.ndarray = self.head(self.hidden[tuple(ids)]).float().numpy()
+            out: np.ndarray = self.head(self.hidden[tuple(ids)][rows]).float().numpy()
         return out
 
 

@@ -51,7 +51,7 @@ from edgellm.host.evaluate.evaluate import EVAL_FILE, evaluate
 from edgellm.host.evaluate.scorers import MnnScorer, Scorer, TorchScorer
 from edgellm.host.quantize.adapter import DecoderAdapter, adapter_for
 from edgellm.host.quantize.apply import quantize_model
-from edgellm.host.quantize.awq import AwqScale
+from edgellm.host.quantize.awq import AwqScale, folded_tensors
 from edgellm.host.quantize.calibration import calibration_path
 from edgellm.host.quantize.device import device
 from edgellm.host.quantize.export import ExportReport, export_artifact
@@ -123,20 +123,16 @@ def quantize(
     stream = loaded.stream
     if stream is not None and not in_place:
         raise ValueError("a streamed model is quantized in place only (build_artifact consume=True)")
-    if stream is not None and any(s.method == "awq" for s in _specs(loaded.model, plan)):
-        # AWQ folds its scales into norms and saves the whole model for the export.
-        raise ValueError("AWQ needs the whole model loaded (LoadedModel.open streamed=False)")
     qmodel = loaded.model if in_place else copy.deepcopy(loaded.model)
-    materialize = None if stream is None else stream.layer
+    materialize, stored = (None, None) if stream is None else (stream.layer, stream.stored_dtype)
     on = device(loaded.device)
-    weights, scales = quantize_model(qmodel, plan, calib, scaled(progress, 0.05, 0.95), on, materialize)
+    weights, scales = quantize_model(
+        qmodel, plan, calib, scaled(progress, 0.05, 0.95), on, materialize, stored
+    )
     if stream is not None:
-        stream.quantized = weights  # later forwards (the gate's reference logits) load these integers
+        # Later forwards (the gate's reference logits) load these integers, and AWQ's folded norms.
+        stream.quantized, stream.overrides = weights, folded_tensors(scales)
     return Quantized(qmodel, weights, scales, time.perf_counter() - start, time.process_time() - cpu)
-
-
-def _specs(model: Any, plan: QuantPlan) -> list[Any]:
-    return list(plan.resolve(adapter_for(model).linear_names(model)).values())
 
 
 def build_artifact(
@@ -165,8 +161,10 @@ def build_artifact(
     if quantized is None:
         quantized = quantize(loaded, plan, scaled(progress, 0.0, 0.6, "quantize: "), in_place=consume)
     facts = facts_of_model(quantized.model)  # its rotary buffers: before a consumed model is freed
-    # AWQ's export saves the scaled model (weights_dir=None below): it must keep its weights.
-    pending = _release(quantized, fp, loaded, columns) if consume and not quantized.scales else None
+    # A whole model's AWQ export saves the scaled model (weights_dir=None below): it keeps its weights.
+    # A streamed one's export reads the checkpoint with the folded tensors written over.
+    whole_awq = bool(quantized.scales) and loaded.stream is None
+    pending = _release(quantized, fp, loaded, columns) if consume and not whole_awq else None
     seconds = {"quantize": round(quantized.seconds, 2)}
     staging = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -182,7 +180,8 @@ def build_artifact(
             adapter_for(quantized.model),
             staging,
             # AWQ folds scales into norms; otherwise only linears changed, and those are carried.
-            weights_dir=None if quantized.scales else loaded.hf_dir,
+            weights_dir=None if whole_awq else loaded.hf_dir,
+            overrides=folded_tensors(quantized.scales),
         )
         ref_logits = _gate_reference(pending, report, adapter_for(quantized.model), columns)
         if consume:
@@ -431,7 +430,7 @@ def _drop_integers(quantized: Quantized, loaded: LoadedModel) -> None:
     """
     quantized.weights.clear()
     if loaded.stream is not None:
-        loaded.stream.quantized = {}
+        loaded.stream.quantized, loaded.stream.overrides = {}, {}
     _free()
 
 

@@ -6,7 +6,8 @@ the shards (and cast to fp32, as ``from_pretrained(dtype=float32)`` casts it) wh
 and dropped when it is left: explicitly (``with stream.layer(i)``, the quantizer's loop) or by
 forward hooks, so ``model(ids)`` runs the model's own forward, bit for bit what the fully loaded
 model computes, holding one layer. Linears already quantized are loaded as their dequantized
-integers, so the same model then serves as the torch quantized reference.
+integers, and tensors AWQ folded scales into (``overrides``) as folded, so the same model then serves
+as the torch quantized reference.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class LayerStream:
         self.dtype = dtype
         self.layers: nn.ModuleList = model.get_submodule(LAYERS)  # type: ignore[assignment]
         self.quantized: Mapping[str, QuantizedWeight] = {}  # full linear name -> its integers
+        self.overrides: Mapping[str, torch.Tensor] = {}  # full name -> AWQ's folded norm or bias
+        self._stored: dict[str, torch.dtype] = {}  # full name -> the dtype its shard stores
         self._depth = [0] * len(self.layers)
         self.loads = 0  # layer reads from the shards, for tests and logs
         self.max_live = 0  # most layers materialised at once (1 when streaming works)
@@ -60,6 +63,10 @@ class LayerStream:
             yield self.layers[index]
         finally:
             self._exit(index)
+
+    def stored_dtype(self, name: str) -> torch.dtype:
+        """The dtype the checkpoint stores tensor ``name`` in (known once its layer was read)."""
+        return self._stored[name]
 
     def live(self) -> int:
         """Layers holding real weights now."""
@@ -82,11 +89,15 @@ class LayerStream:
         layer = self.layers[index]
         names = [prefix + n for n in untied_parameters(layer)]
         for name, tensor in read(self.files, names).items():
+            self._stored[name] = tensor.dtype
             set_parameter(layer, name.removeprefix(prefix), tensor.to(self.dtype))
         for name, q in self.quantized.items():
             if name.startswith(prefix):
                 weight: torch.Tensor = layer.get_submodule(name.removeprefix(prefix)).weight  # type: ignore[assignment]
                 weight.copy_(q.dequantize().to(weight.dtype))  # as quantize_model left it in place
+        for name, folded in self.overrides.items():
+            if name.startswith(prefix):
+                layer.get_parameter(name.removeprefix(prefix)).copy_(folded)
         self.loads += 1
 
 

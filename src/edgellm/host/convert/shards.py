@@ -137,3 +137,44 @@ def _carried_weights(model: Any, params: Mapping[str, nn.Parameter], *, tied: bo
     if tied:
         names.add(next(n for n, p in params.items() if p is model.get_input_embeddings().weight))
     return names & set(params)
+
+
+_SAFETENSORS_DTYPES = {
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "F64": torch.float64,
+}
+
+
+def write_patched(src: Path, dst: Path, tensors: Mapping[str, torch.Tensor]) -> None:
+    """Copy the safetensors file ``src`` to ``dst`` with the bytes of ``tensors`` replaced.
+
+    Each replacement keeps its tensor's stored dtype and shape (it is cast to the dtype; a shape
+    that differs is refused), so the header and every other tensor's bytes stay as they were. The
+    copy is the kernel's (no file passes through this process); only the patched bytes are written.
+    """
+    import shutil
+
+    with src.open("rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header: dict[str, Any] = json.loads(f.read(size))
+    base = 8 + size
+    unknown = sorted(set(tensors) - set(header) - {"__metadata__"})
+    if unknown:
+        raise KeyError(f"{src.name} holds no tensor {unknown[0]}")
+    shutil.copyfile(src, dst)
+    with dst.open("r+b") as f:
+        for name, value in tensors.items():
+            entry = header[name]
+            dtype = _SAFETENSORS_DTYPES.get(entry["dtype"])
+            if dtype is None:
+                raise ValueError(f"{name}: cannot write a {entry['dtype']} tensor")
+            if list(value.shape) != list(entry["shape"]):
+                raise ValueError(f"{name}: shape {list(value.shape)} is not the stored {entry['shape']}")
+            data = value.detach().to("cpu", dtype).contiguous().view(torch.uint8).numpy().tobytes()
+            start, end = entry["data_offsets"]
+            if len(data) != end - start:
+                raise ValueError(f"{name}: {len(data)} bytes for a {end - start}-byte slot")
+            f.seek(base + start)
+            f.write(data)

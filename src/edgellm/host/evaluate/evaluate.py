@@ -16,6 +16,7 @@ from edgellm.host.evaluate.scorers import Scorer
 from edgellm.host.evaluate.windows import windows
 
 EVAL_FILE = "wikitext2-test.txt"
+ROWS = 64  # scored positions turned into float64 log-probabilities at a time
 
 
 def is_evaluation_text(path: Path) -> bool:
@@ -74,10 +75,18 @@ def evaluate(
         chunk = ids[win.begin : win.end]
         targets = np.asarray(chunk[-win.n_scored :])
         rows = slice(len(chunk) - 1 - win.n_scored, len(chunk) - 1)  # positions predicting targets
-        logps = {name: log_softmax(score(chunk)[rows]) for name, score in scorers.items()}
-        ref = logps.get(reference) if reference else None
-        for name, acc in accs.items():
-            acc.add(logps[name], targets, ref)
+        # Only the scored rows: a window's whole [T, V] is never held (0.26 GB a scorer at T = 512 and
+        # Llama-3's vocabulary; the MNN scorer copies them out of its output buffer).
+        logits = {name: score(chunk, rows) for name, score in scorers.items()}
+        # Why by rows: a window's float64 log-probabilities, [n_scored, V] per scorer, and the KL's
+        # temporaries of that size were 1.6 GB at 256 rows and Llama-3's 128,256-token vocabulary,
+        # the peak of a streamed `edgellm quantize` (docs/quantization.md). Same sums, in parts.
+        for a in range(0, len(targets), ROWS):
+            part = slice(a, a + ROWS)
+            logps = {name: log_softmax(x[part]) for name, x in logits.items()}
+            ref = logps.get(reference) if reference else None
+            for name, acc in accs.items():
+                acc.add(logps[name], targets[part], ref)
         if progress:
             progress((k + 1) / len(wins), f"window {k + 1}/{len(wins)}")
     return {name: acc.result() for name, acc in accs.items()}

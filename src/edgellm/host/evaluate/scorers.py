@@ -8,13 +8,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edgellm.common.mnn_llm import MnnLlm, host_threads, rows
+from edgellm.common.mnn_llm import MnnLlm, host_threads
+from edgellm.common.mnn_llm import rows as as_rows
+
+ALL = slice(None)
 
 
 class Scorer(Protocol):
-    """Per-position logits for a window: ids [T] -> logits [T, V] float32."""
+    """Per-position logits for a window: ids [T] -> logits [T, V] float32, or of positions ``rows`` only.
 
-    def __call__(self, ids: list[int]) -> np.ndarray: ...
+    Each returns an array it owns (never a view of a larger one), so what the caller keeps is the rows.
+    """
+
+    def __call__(self, ids: list[int], rows: slice = ALL) -> np.ndarray: ...
 
 
 class TorchScorer:
@@ -23,12 +29,12 @@ class TorchScorer:
     def __init__(self, model: Any) -> None:
         self.model = model.eval()
 
-    def __call__(self, ids: list[int]) -> np.ndarray:
-        """Logits [T, V] of one forward pass."""
+    def __call__(self, ids: list[int], rows: slice = ALL) -> np.ndarray:
+        """Logits [T, V] (positions ``rows``) of one forward pass."""
         import torch
 
         with torch.inference_mode():
-            out: np.ndarray = self.model(torch.tensor([ids])).logits[0].float().numpy()
+            out: np.ndarray = self.model(torch.tensor([ids])).logits[0, rows].float().numpy().copy()
         return out
 
 
@@ -41,10 +47,10 @@ class MnnScorer:
         settings = {"thread_num": host_threads(), "all_logits": True, **(overrides or {})}
         self.llm = MnnLlm.open(artifact / "config.json", settings)
 
-    def __call__(self, ids: list[int]) -> np.ndarray:
-        """Logits [T, V] of one prefill."""
+    def __call__(self, ids: list[int], rows: slice = ALL) -> np.ndarray:
+        """Logits [T, V] (positions ``rows``) of one prefill, copied out of MNN's buffer."""
         self.llm.reset()
-        return rows(self.llm.forward(ids))
+        return self.llm.forward_read(ids, lambda logits: as_rows(logits)[rows].copy())
 
     def decode(self, ids: list[int]) -> np.ndarray:
         """Logits [T, V] feeding one token per forward, as generation does (reads the KV cache back).
@@ -84,7 +90,7 @@ def decode_chunks(llm: MnnLlm, ids: list[int], chunk: int = 256) -> Iterator[tup
     for start in range(0, len(ids), chunk):
         part = ids[start : start + chunk]
         for j, t in enumerate(part):
-            row = rows(llm.forward([t]))[-1]  # [V]
+            row = as_rows(llm.forward([t]))[-1]  # [V]
             if buf is None:
                 buf = np.empty((min(chunk, len(ids)), row.shape[-1]), dtype=row.dtype)
             buf[j] = row

@@ -25,6 +25,9 @@ log = structlog.get_logger(__name__)
 Progress = Callable[[float, str], None]
 # Brings decoder layer i into memory for the block (a streamed model's; builder/streamed.py).
 Materialize = Callable[[int], AbstractContextManager[object]]
+# The dtype a streamed checkpoint stores a tensor in (builder/streamed.py): AWQ's folded norms and
+# biases are rounded to it, since the export then reads them from a checkpoint in that dtype.
+StoredDtype = Callable[[str], torch.dtype]
 LM_HEAD_ROWS = 2048  # lm_head rows RTN-quantized at a time (quantize_lm_head says why)
 
 
@@ -92,12 +95,14 @@ def quantize_model(
     progress: Progress = _noop,
     device: torch.device = CPU,
     materialize: Materialize | None = None,
+    stored: StoredDtype | None = None,
 ) -> tuple[dict[str, QuantizedWeight], list[AwqScale]]:
     """Quantize ``model`` in place per ``plan``; return integer weights by module name and AWQ scales.
 
     Each decoder layer is computed on ``device`` (device.py), one at a time; the model stays on the CPU.
     ``materialize(i)`` holds layer i in memory while it is quantized (a streamed model's layers are
     read from the checkpoint only then); the calibration's hidden states are all that pass between.
+    ``stored``: round what AWQ folds outside the linears to the dtype the checkpoint stores it in.
     """
     enter = materialize or (lambda _i: nullcontext())
     adapter = adapter_for(model)
@@ -116,7 +121,7 @@ def quantize_model(
         prefix = f"model.layers.{i}."
         spec = {k.removeprefix(prefix): v for k, v in specs.items() if k.startswith(prefix)}
         with enter(i), layer_on(device, layer, *aux):
-            hidden = _quantize_layer(adapter, model, i, hidden, spec, plan, out, scales)
+            hidden = _quantize_layer(adapter, model, i, hidden, spec, plan, out, scales, stored)
         progress((i + 1) / (len(layers) + 1), f"layer {i + 1}/{len(layers)} quantized")
     out["lm_head"] = quantize_lm_head(model, plan)
     progress(1.0, "lm_head quantized")
@@ -132,13 +137,14 @@ def _quantize_layer(
     plan: QuantPlan,
     out: dict[str, QuantizedWeight],
     scales: list[AwqScale],
+    stored: StoredDtype | None = None,
 ) -> torch.Tensor | None:
     """Quantize layer ``i`` (into ``out`` and ``scales``); its output on the calibration data, if any."""
     prefix = f"model.layers.{i}."
     layer = adapter.layers(model)[i]
     gptq: dict[str, GPTQ] = {}
     if hidden is not None:
-        scales += _awq_layer(adapter, model, i, hidden, spec, plan.awq_duo)
+        scales += _awq_layer(adapter, model, i, hidden, spec, plan.awq_duo, stored)
         gptq = _gptq_layer(adapter, model, i, hidden, spec)
     for short, v in spec.items():
         out[prefix + short] = to_host(_quantize_linear(_linear(layer, short), v, plan, gptq.get(short)))
@@ -227,6 +233,7 @@ def _awq_layer(
     hidden: torch.Tensor,
     spec: dict[str, LayerSpec],
     duo: bool = False,
+    stored: StoredDtype | None = None,
 ) -> list[AwqScale]:
     """Search and fold AWQ scales for the groups of one layer whose linears use AWQ."""
     layer = adapter.layers(model)[index]
@@ -252,9 +259,24 @@ def _awq_layer(
         search.free()
         prev = layer.get_submodule(group.prev)
         apply_scale(prev, search.linears, s, rows=group.rows, norm_offset=adapter.norm_offset)
-        results.append(
-            AwqScale(
-                prefix + group.prev, tuple(prefix + n for n in group.linears), s.cpu(), ratio, loss, base
-            )
-        )
+        folded = _folded(prev, prefix + group.prev, stored)
+        linears = tuple(prefix + n for n in group.linears)
+        results.append(AwqScale(prefix + group.prev, linears, s.cpu(), ratio, loss, base, folded))
     return results
+
+
+@torch.no_grad()
+def _folded(prev: nn.Module, name: str, stored: StoredDtype | None) -> dict[str, torch.Tensor]:
+    """The tensors of ``prev`` a fold changed that no quantized linear carries, rounded per ``stored``.
+
+    A norm's weight, or a feeding linear's bias (Qwen2's v_proj): its weight is quantized after.
+    """
+    tensors: dict[str, torch.Tensor]
+    if isinstance(prev, nn.Linear):
+        tensors = {} if prev.bias is None else {f"{name}.bias": prev.bias}
+    else:
+        tensors = {f"{name}.weight": prev.get_parameter("weight")}
+    for full, t in tensors.items():
+        if stored is not None:
+            t.copy_(t.to(stored(full)).to(t.dtype))  # what the export's checkpoint will hold
+    return {full: t.detach().to(CPU, copy=True) for full, t in tensors.items()}

@@ -7,7 +7,8 @@ and the salient input channels land on a finer grid. The scaled weights are then
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -25,6 +26,14 @@ class AwqScale:
     ratio: float
     loss: float
     base_loss: float
+    # What the fold changed outside the quantized linears, by full name after the fold: a norm's
+    # weight, a feeding linear's bias. A streamed build exports these over the checkpoint's.
+    folded: Mapping[str, torch.Tensor] = field(default_factory=dict)
+
+
+def folded_tensors(scales: list[AwqScale]) -> dict[str, torch.Tensor]:
+    """What ``scales``' folds left outside the quantized linears, by full name (the last fold's value)."""
+    return {name: t for s in scales for name, t in s.folded.items()}
 
 
 class AwqSearch:

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from edgellm.host.convert.llmexport_adapter import drop_byproducts, export_mnn
+from edgellm.host.convert.shards import tensor_files, write_patched
 from edgellm.host.quantize import mnn_weights
 from edgellm.host.quantize.adapter import DecoderAdapter
 from edgellm.host.quantize.grid import QuantizedWeight
@@ -59,16 +60,37 @@ def run_llmexport(hf_dir: Path, out_dir: Path, flags: Sequence[str]) -> None:
     shutil.rmtree(log_dir, ignore_errors=True)
 
 
-def link_checkpoint(source: Path, staging: Path) -> None:
-    """Stage ``source``'s config and weight files as symlinks (tokenizer files are copied separately)."""
+def link_checkpoint(source: Path, staging: Path, overrides: Mapping[str, torch.Tensor] | None = None) -> None:
+    """Stage ``source``'s config and weight files as symlinks (tokenizer files are copied separately).
+
+    A shard holding a tensor of ``overrides`` (AWQ's folded norms and biases) is staged as a copy
+    with those tensors written over, in the shard's own dtype (shards.write_patched).
+    """
     # Why: llmexport only lays out the graph and reads the non-linear weights; every linear is
     # overwritten by carry_weights. Saving the fp32 host model for it cost a full fp32 copy on
     # disk, a serialisation buffer in this process, and an fp32 load in llmexport's child (a bf16
     # source is loaded as bf16 from the original shards: half the child's memory).
     staging.mkdir(parents=True)
+    patched = _by_shard(source, overrides or {})
     for f in sorted(source.iterdir()):
-        if f.is_file() and (f.suffix in _WEIGHT_SUFFIXES or f.name in _CONFIG_FILES):
+        if f.name in patched:
+            write_patched(f, staging / f.name, patched[f.name])
+        elif f.is_file() and (f.suffix in _WEIGHT_SUFFIXES or f.name in _CONFIG_FILES):
             (staging / f.name).symlink_to(f.resolve())
+
+
+def _by_shard(source: Path, tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """``tensors`` grouped by the file name of the safetensors shard of ``source`` that holds each."""
+    if not tensors:
+        return {}
+    files = tensor_files(source)
+    missing = sorted(set(tensors) - set(files))
+    if missing:
+        raise KeyError(f"checkpoint {source} has no safetensors tensor {missing[0]} to write over")
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        out.setdefault(files[name].name, {})[name] = t
+    return out
 
 
 def export_artifact(
@@ -81,29 +103,31 @@ def export_artifact(
     run_export: RunExport = run_llmexport,
     *,
     weights_dir: Path | None = None,
+    overrides: Mapping[str, torch.Tensor] | None = None,
 ) -> ExportReport:
     """Export ``model`` to ``out_dir`` with the integer weights in ``qweights`` carried through.
 
     With ``weights_dir`` (the source checkpoint, when quantization changed no weight but the
-    linears) llmexport reads that checkpoint through symlinks instead of a saved copy of ``model``.
+    linears and ``overrides``) llmexport reads that checkpoint through symlinks, its shards holding
+    ``overrides`` patched, instead of a saved copy of ``model``.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = out_dir / ".hf"
     shutil.rmtree(staging, ignore_errors=True)
     if weights_dir is not None:
-        link_checkpoint(weights_dir, staging)
+        link_checkpoint(weights_dir, staging, overrides)
     else:
         model.save_pretrained(str(staging))  # type: ignore[operator]
     for f in tokenizer_dir.iterdir():
         if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")):
             shutil.copy2(f, staging / f.name)
-    overrides = {
+    per_op = {
         op: {"bits": q.bits, "block_size": q.plan_block}
         for name, q in qweights.items()
         for op, _ in adapter.mnn_slots(name)
     }
     qconf = out_dir / ".quant_config.json"
-    qconf.write_text(json.dumps(overrides, indent=1), encoding="utf-8")
+    qconf.write_text(json.dumps(per_op, indent=1), encoding="utf-8")
     extra = [
         "--quant_bit", str(plan.bits), "--quant_block", str(plan.block),
         "--lm_quant_bit", str(plan.lm_head_bits), "--lm_quant_block", str(plan.lm_head_block),

@@ -67,9 +67,9 @@ def run_job(
 
     progress(0.0, "load: model and evaluation text")
     # A plan build streams the layers and quantizes in place: never the whole model in fp32 (issue 28).
-    # The auto search builds many plans from one fp model, and AWQ saves its scaled whole model.
+    # The auto search builds many plans from one fp model.
     owned = loaded is None
-    streamed = owned and job.budget is None and not uses_awq(job.plan)
+    streamed = owned and job.budget is None
     loaded = loaded or LoadedModel.open(job.model, job.evaluation, job.device, streamed=streamed)
     if job.budget is not None:
         from edgellm.host.quantize.auto import search_plan
@@ -77,8 +77,3 @@ def run_job(
         return search_plan(loaded, job.plan, job.budget, job.output, progress=progress)
     consume = owned and loaded.stream is not None  # a checkpoint without safetensors loads whole
     return build_artifact(loaded, job.plan, job.output, progress=progress, consume=consume).summary()
-
-
-def uses_awq(plan: QuantPlan) -> bool:
-    """Whether any linear of ``plan`` may be AWQ-quantized (by its method or a rule's)."""
-    return plan.method == "awq" or any(rule.method == "awq" for rule in plan.rules)
