@@ -97,6 +97,7 @@ class ThermalController:
                 revised=c.revised_probe,
                 lead_s=c.probe_lead_s,
                 paced_late_mean=c.paced_probe_late_mean,
+                resumed_min_fit_s=c.resumed_min_fit_s,
             )
             if probe
             else None
