@@ -1,7 +1,8 @@
 """Issue 30's tenth pass (docs/governor.md, "The tenth pass"): with GovernorConfig.resumed_min_fit_s (off by
 default: it left every pool miss as it was) a resumed (extension) hold that the skin's lookahead cuts short
 keeps its partial fit from that many seconds on, instead of giving the rung up for good (Prober._stop); the
-warm two-cluster phones whose oracle blends in a hotter rung lost it that way, 1-3 s short of the 20 s fit."""
+warm two-cluster phones whose oracle blends in a hotter rung lost it that way, 1-3 s short of the 20 s fit.
+Also tried and off: the paced probe started with the gap loop settled under the aim (pace_settled_under_c)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ import pytest
 from edgellm.device.governor.actuation import Actuation
 from edgellm.device.governor.controller import GovernorConfig
 from edgellm.device.governor.probe import Prober
-from edgellm.sim.generator import tuning_profiles
+from edgellm.sim.generator import (
+    LOW_HEADROOM_TUNING_POOL_SEEDS,
+    LOW_HEADROOM_WIDE_POOL_SEEDS,
+    tuning_profiles,
+)
 from edgellm.sim.scorecard import score
+from edgellm.sim.situations import low_headroom_profile
 
 PARTIAL = GovernorConfig(resumed_min_fit_s=14.0)
 
@@ -63,3 +69,25 @@ def test_warm_pool_phones_keep_their_hotter_blend_partner(seed: int, before: flo
     new, _ = score(profile, 30.0, PARTIAL)
     assert (old.ratio, new.ratio) == (before, after)
     assert new.passed and new.ripple <= 0.05
+
+
+def test_the_paced_probe_under_the_aim_stays_off() -> None:
+    assert GovernorConfig().pace_settled_under_c == 0.0
+
+
+@pytest.mark.parametrize(
+    ("seed", "before", "after"),
+    [(4224, 0.874, 0.939), (4240, 0.931, 1.042), (2032, 0.988, 0.957), (4096, 1.13, 1.042)],
+)
+def test_pacing_under_the_aim_fixes_lowheadroom_4224_and_costs_others(
+    seed: int, before: float, after: float
+) -> None:
+    """A steady start 0.9 °C under its aim skips the start-up probe; its skin creeps up to the aim over ten
+    minutes on the little cores, and the paced probe (at the aim only) measured the other rungs at minute
+    10. Also started with the gap loop settled up to 1 K under the aim it measures them at minute 4; the
+    pool's low-headroom phones it changes: 8 faster, 29 slower by more than 0.5% (so it stays off)."""
+    seeds = LOW_HEADROOM_TUNING_POOL_SEEDS + LOW_HEADROOM_WIDE_POOL_SEEDS
+    profile = low_headroom_profile(seed, thin=seeds.index(seed) % 2 == 0, purpose="tuning")
+    old, _ = score(profile, 30.0, GovernorConfig())
+    new, _ = score(profile, 30.0, GovernorConfig(pace_settled_under_c=1.0))
+    assert (old.ratio, new.ratio) == (before, after)

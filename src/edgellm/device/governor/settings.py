@@ -54,6 +54,9 @@ class GovernorConfig:
     pace_after_s: float = 120.0  # paced at the aim this long with rungs unmeasured: measure them paced
     pace_within_s: float = 600.0  # ... in the first minutes only: later, a measurement is a swing
     pace_on_filtered_skin: bool = True  # ... judged on the skin_filter_s-filtered skin
+    # ... or up to this far under the aim with the gap loop settled on its target (K; 0: at the aim only).
+    # Off: 1.0 fixed lowheadroom-4224 and slowed more phones than it sped up (issue 30, tenth pass)
+    pace_settled_under_c: float = 0.0
     pace_below_duty: float = 0.5  # ... only when pacing this deep (a hotter rung at a high duty is a sprint)
     paced_probe_min_duty: float = 0.1  # ... at no lower duty (a 0.05 duty's gap is sensor noise)
     # ... and, with the gap loop settled on its target (within this share) for pace_after_s and the skin
