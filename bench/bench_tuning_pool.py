@@ -7,8 +7,8 @@ the generators refuse them for tuning) and lists each missed bar: ordinary phone
 tuning set (oracle ratio, throttling, comfort + 0.5 °C, ripple), low-headroom phones the comfort bars.
 30 simulated minutes per phone (~0.4 s of CPU each). Usage:
     python bench/bench_tuning_pool.py [--[no-]revised-probe] [--cold-shift K] [--cold-shift-after S]
-        [--cold-shift-over S] [--wide] [--warm | --warm-only] [--only gen-1057,...] [--jobs 2]
-        [--out F.json]
+        [--cold-shift-over S] [--resumed-min-fit S] [--pace-settled-under K] [--wide]
+        [--warm | --warm-only] [--only gen-1057,...] [--jobs 2] [--out F.json]
 --wide adds `WIDE_TUNING_POOL_SEEDS` 3001-3300 and `LOW_HEADROOM_WIDE_POOL_SEEDS` 4001-4300 (800 phones,
 ~3-5 min on 2 processes). --warm adds the warm two-cluster pool (issue 30, seventh pass): of
 `WARM_POOL_CANDIDATE_SEEDS` 20001-60000, the ordinary phones in a 26-31 °C room with two clusters whose
@@ -16,7 +16,10 @@ idle skin sits 2-4.5 °C under the comfort limit (303 phones, scored on the ordi
 held-out seed is refused there too (`generate_profile(purpose="tuning")`). --cold-shift sets
 `IdentifyConfig.cold_start_shift_k` (1.5 K since the ninth pass; 0: the prior stays centred on the first
 reading, the governor before it), --cold-shift-after / --cold-shift-over its ramp (180 s / 60 s; 0 and 0:
-at the first reading, as the eighth pass tried it).
+at the first reading, as the eighth pass tried it). --resumed-min-fit sets `GovernorConfig.resumed_min_fit_s`
+(off; 14: a resumed hold the skin's lookahead stops keeps its fit from 14 s, issue 30's tenth pass),
+--pace-settled-under `GovernorConfig.pace_settled_under_c` (0; 1.0: the paced probe also starts with the gap
+loop settled up to 1 K under the aim, tried in the same pass).
 """
 
 from __future__ import annotations
@@ -63,17 +66,20 @@ def warm_pool_seeds() -> tuple[int, ...]:
     return tuple(out)
 
 
-Job = tuple[str, int, int, bool, float, float, float]
+Job = tuple[str, int, int, bool, float, float, float, float | None, float]
 
 
 def card(job: Job) -> dict[str, Any]:
-    """One pool phone's row (kind, seed, its index in the pool, revised probe, cold shift and its ramp)."""
-    kind, seed, index, revised, shift, after_s, over_s = job
+    """One pool phone's row (kind, seed, its index in the pool, revised probe, cold shift and its ramp,
+    the resumed hold's shortest fit, the settled paced probe's distance under the aim)."""
+    kind, seed, index, revised, shift, after_s, over_s, resumed_fit_s, under_c = job
     if kind in ("ordinary", "warm"):
         (profile,) = tuning_profiles((seed,))
     else:  # the stratum (thin, warm) alternates through the pool, as in the 24-phone sets
         profile = low_headroom_profile(seed, thin=index % 2 == 0, purpose="tuning")
-    config = GovernorConfig(revised_probe=revised)
+    config = GovernorConfig(
+        revised_probe=revised, resumed_min_fit_s=resumed_fit_s, pace_settled_under_c=under_c
+    )
     identify = replace(
         config.identify,
         cold_start_shift_k=shift,
@@ -117,6 +123,18 @@ def main() -> int:
         default=GovernorConfig().identify.cold_start_shift_over_s,
         help="... over this many (IdentifyConfig.cold_start_shift_over_s; 0 and 0: at the first reading)",
     )
+    ap.add_argument(
+        "--resumed-min-fit",
+        type=float,
+        default=GovernorConfig().resumed_min_fit_s,
+        help="GovernorConfig.resumed_min_fit_s: a resumed hold cut short keeps a fit this long (s)",
+    )
+    ap.add_argument(
+        "--pace-settled-under",
+        type=float,
+        default=GovernorConfig().pace_settled_under_c,
+        help="GovernorConfig.pace_settled_under_c: the paced probe also starts this far under the aim (K)",
+    )
     ap.add_argument("--wide", action="store_true", help="also seeds 3001-3300 and 4001-4300")
     ap.add_argument("--warm", action="store_true", help="also the warm two-cluster pool (seeds 20001-60000)")
     ap.add_argument("--warm-only", action="store_true", help="score the warm pool alone")
@@ -128,7 +146,14 @@ def main() -> int:
     low = LOW_HEADROOM_TUNING_POOL_SEEDS + (LOW_HEADROOM_WIDE_POOL_SEEDS if ns.wide else ())
     if ns.warm_only:
         ordinary, low = (), ()
-    on = ns.revised_probe, ns.cold_shift, ns.cold_shift_after, ns.cold_shift_over
+    on = (
+        ns.revised_probe,
+        ns.cold_shift,
+        ns.cold_shift_after,
+        ns.cold_shift_over,
+        ns.resumed_min_fit,
+        ns.pace_settled_under,
+    )
     jobs = [("ordinary", s, k, *on) for k, s in enumerate(ordinary)]
     jobs += [("low-headroom", s, k, *on) for k, s in enumerate(low)]
     if ns.warm or ns.warm_only:

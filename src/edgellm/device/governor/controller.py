@@ -97,6 +97,7 @@ class ThermalController:
                 revised=c.revised_probe,
                 lead_s=c.probe_lead_s,
                 paced_late_mean=c.paced_probe_late_mean,
+                resumed_min_fit_s=c.resumed_min_fit_s,
             )
             if probe
             else None
@@ -308,7 +309,8 @@ class ThermalController:
             self.decode_rate += (tokens_per_second - self.decode_rate) * min(dt / 30.0, 1.0)
         if self.prober is not None and not self.prober.done:
             return self._probe_step(self.prober, now, skin_c, aim, gap, target, tokens_per_second or 0.0)
-        self._maybe_pace(self._pace_skin(skin_c), aim, now)
+        settled = abs(gap - target) <= self.config.settled_tolerance * target
+        self._maybe_pace(self._pace_skin(skin_c), aim, now, settled)
         self._maybe_pace_settled(skin_c, aim, gap, target, now)
         if self.prober is not None and not self.prober.done:
             return "probe"
@@ -356,10 +358,19 @@ class ThermalController:
             return self.skin_ema
         return skin_c
 
-    def _maybe_pace(self, skin: float, aim: float, now: float) -> None:
+    def _near_aim(self, skin: float, aim: float, settled: bool) -> bool:
+        """Within 0.3 °C of the aim, or settled up to pace_settled_under_c under it (off: 0).
+
+        The second was tried for a skin that creeps up to its aim over ten minutes on the little cores
+        (lowheadroom-4224, issue 30's tenth pass): it fixed that phone and slowed more than it sped up.
+        """
+        under_c = self.config.pace_settled_under_c
+        return abs(skin - aim) <= 0.3 or (settled and aim - under_c <= skin <= aim)
+
+    def _maybe_pace(self, skin: float, aim: float, now: float, settled: bool = False) -> None:
         """Paced at the aim for a while with rungs never measured: measure them at this duty."""
         pr, fr, cur = self.prober, self.frontier, self.current
-        if pr is None or not self._pace_ready(pr, now) or abs(skin - aim) > 0.3:
+        if pr is None or not self._pace_ready(pr, now) or not self._near_aim(skin, aim, settled):
             self.pace_since = None
             return
         coolest = fr.hull[-1].actuation.cpus if fr is not None else cur.cpus

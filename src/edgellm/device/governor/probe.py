@@ -53,7 +53,10 @@ class Prober:
         revised: bool = False,
         lead_s: float = 30.0,
         paced_late_mean: bool = False,
+        resumed_min_fit_s: float | None = None,
     ) -> None:
+        # a resumed hold cut short by the skin's lookahead keeps a partial fit this long (None: min_fit_s)
+        self.resumed_min_fit_s = min_fit_s if resumed_min_fit_s is None else resumed_min_fit_s
         self.paced_late_mean = paced_late_mean  # a paced hold's gap: its second half's mean (_settled)
         self.revised = revised  # the probe revision (GovernorConfig.revised_probe)
         self.lead_s = lead_s  # a resumed probe stops where the skin will be this far ahead
@@ -182,7 +185,8 @@ class Prober:
         Resumed again a minute later, the same rung stopped the same way every few minutes (a burst of
         the hot rung each time: ripple 0.36 on a tuning phone).
         """
-        if self.held >= self.min_fit_s:
+        resumed = self.resumed and self.revised and self.paced is None
+        if self.held >= (self.resumed_min_fit_s if resumed else self.min_fit_s):
             self._finish()
         elif self.resumed and self.revised:
             self.step += 1

@@ -32,6 +32,10 @@ class GovernorConfig:
     probe_margin_c: float = 1.5
     warm_probe_headroom_share: float = 0.5  # a warm start's probe may use this share of its headroom
     extend_after_s: float = 60.0  # at the frontier's top with heat to spare this long: probe a hotter rung
+    # ... and a resumed hold that the skin's lookahead stops keeps its partial fit from this long (s; None:
+    # the probe's 20 s, under which the rung is given up for good). Off: 14 s lifted three warm-pool phones
+    # whose oracle blends in a hotter rung and left every miss (issue 30, tenth pass)
+    resumed_min_fit_s: float | None = None
     learn_after_probe_s: float = 60.0  # the die keeps heating the skin after the hot probes: learn after
     probe_settle_s: float = 30.0  # after probing, hold the gap loop while the die leaves the hot probe
     start_rung: int = -1  # start on this rung (−1: the coolest) and release from there: no cold-start sprint
@@ -50,6 +54,9 @@ class GovernorConfig:
     pace_after_s: float = 120.0  # paced at the aim this long with rungs unmeasured: measure them paced
     pace_within_s: float = 600.0  # ... in the first minutes only: later, a measurement is a swing
     pace_on_filtered_skin: bool = True  # ... judged on the skin_filter_s-filtered skin
+    # ... or up to this far under the aim with the gap loop settled on its target (K; 0: at the aim only).
+    # Off: 1.0 fixed lowheadroom-4224 and slowed more phones than it sped up (issue 30, tenth pass)
+    pace_settled_under_c: float = 0.0
     pace_below_duty: float = 0.5  # ... only when pacing this deep (a hotter rung at a high duty is a sprint)
     paced_probe_min_duty: float = 0.1  # ... at no lower duty (a 0.05 duty's gap is sensor noise)
     # ... and, with the gap loop settled on its target (within this share) for pace_after_s and the skin
