@@ -24,7 +24,7 @@ from edgellm.host.evaluate.evaluate import EvalConfig
 from edgellm.host.quantize.export import link_checkpoint
 from edgellm.host.quantize.plan import Calibration, preset, with_calibration
 from edgellm.host.quantize.run import make_job, run_job
-from tests.tiny_families import build_tiny, tiny_model, tokenizer_dir
+from tests.tiny_families import LAYERS, build_tiny, tiny_model, tokenizer_dir
 
 EVAL = EvalConfig(tokens=384, context=192, stride=96)  # 4 windows, overlapping: each scored once
 WEIGHTS = "llm.mnn.weight"
@@ -38,10 +38,12 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _with_biases(out: Path) -> Path:
-    """A tiny Qwen2 whose q/k/v biases are random (an initialised model's are zero)."""
+    """A tiny Qwen2 whose q/k/v biases are random (an initialised model's are zero), with as many KV
+    heads as query heads: AWQ folds v_proj -> o_proj only then (under grouped-query attention v's
+    channels are repeated into o_proj, no one-to-one scale), dividing v_proj's bias."""
     import transformers
 
-    model = tiny_model("qwen2")
+    model = tiny_model("qwen2", num_key_value_heads=4)
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.Linear) and module.bias is not None:
@@ -78,6 +80,9 @@ def test_streamed_quantize_equals_the_whole_model_build(
     assert streamed.stream is not None
     got = build_artifact(streamed, plan, tmp_path / "streamed", measure=Measure(evaluate=True), consume=True)
     assert streamed.stream.max_live == 1
+    assert got.manifest.quantization.awq_ratios == expected.manifest.quantization.awq_ratios
+    if family == "qwen2":  # every layer folds q/k/v, v -> o (v_proj's bias), gate/up, up -> down
+        assert len(got.manifest.quantization.awq_ratios) == 4 * LAYERS
     assert (tmp_path / "streamed" / WEIGHTS).read_bytes() == (tmp_path / "whole" / WEIGHTS).read_bytes()
     assert expected.manifest.evaluation is not None and got.manifest.evaluation is not None
     want, have = expected.manifest.evaluation.results, got.manifest.evaluation.results
