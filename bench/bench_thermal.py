@@ -6,7 +6,7 @@ Sets: the shipped profiles (governor on/off + oracle: ≥ 1.2× unmanaged, no fi
 tuned on), the low-headroom tuning and held-out sets (hot rooms, cases, pockets, chargers:
 sim/situations.py), and fresh held-out draws of each kind (held-out-2, lowheadroom-held-out-2;
 held-out-3, lowheadroom-held-out-3; held-out-4, lowheadroom-held-out-4; held-out-5,
-lowheadroom-held-out-5).
+lowheadroom-held-out-5; held-out-6, lowheadroom-held-out-6).
 Every scored phone runs both policies. comfort, against the oracle: ≥ 0.9× its tok/s, no firmware
 throttling, skin under the first trip, and on the other sets skin ≤ comfort +
 0.5 °C and steady-state ripple ≤ 15% (reported on the low-headroom sets: half their phones idle above
@@ -20,7 +20,8 @@ any phone of any set misses a bar, so CI and scripts can trust the exit status. 
                                           lowheadroom-held-out,held-out-2,lowheadroom-held-out-2,
                                           held-out-3,lowheadroom-held-out-3,
                                           held-out-4,lowheadroom-held-out-4,
-                                          held-out-5,lowheadroom-held-out-5]
+                                          held-out-5,lowheadroom-held-out-5,
+                                          held-out-6,lowheadroom-held-out-6]
                                   [--artifact .cache/artifacts/default]
 """
 
@@ -41,6 +42,7 @@ from edgellm.sim.generator import (
     held_out_3_profiles,
     held_out_4_profiles,
     held_out_5_profiles,
+    held_out_6_profiles,
     held_out_profiles,
     tuning_profiles,
 )
@@ -60,6 +62,7 @@ from edgellm.sim.situations import (
     low_headroom_held_out_3_profiles,
     low_headroom_held_out_4_profiles,
     low_headroom_held_out_5_profiles,
+    low_headroom_held_out_6_profiles,
     low_headroom_held_out_profiles,
     low_headroom_tuning_profiles,
 )
@@ -129,7 +132,16 @@ SCORE_COLS = [
     ("passed", "all bars"),
 ]
 # Sets with the comfort + 0.5 °C and ripple bars (reported on the low-headroom ones: see the docstring)
-RIPPLE_BARRED = ("warm-case", "tuning", "held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5")
+RIPPLE_BARRED = (
+    "warm-case",
+    "tuning",
+    "held-out",
+    "held-out-2",
+    "held-out-3",
+    "held-out-4",
+    "held-out-5",
+    "held-out-6",
+)
 
 
 def shipped(minutes: float) -> tuple[list[dict[str, Any]], dict[str, Any], list[SimResult]]:
@@ -176,6 +188,8 @@ SETS: dict[str, Callable[[], list[PhoneProfile]]] = {
     "lowheadroom-held-out-4": low_headroom_held_out_4_profiles,
     "held-out-5": held_out_5_profiles,  # the fifth draw (seeds 70101-70124, 70151-70174), ninth pass
     "lowheadroom-held-out-5": low_headroom_held_out_5_profiles,
+    "held-out-6": held_out_6_profiles,  # the sixth draw (seeds 90101-90124, 90151-90174), tenth pass
+    "lowheadroom-held-out-6": low_headroom_held_out_6_profiles,
 }
 
 

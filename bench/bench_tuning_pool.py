@@ -17,7 +17,8 @@ held-out seed is refused there too (`generate_profile(purpose="tuning")`). --col
 `IdentifyConfig.cold_start_shift_k` (1.5 K since the ninth pass; 0: the prior stays centred on the first
 reading, the governor before it), --cold-shift-after / --cold-shift-over its ramp (180 s / 60 s; 0 and 0:
 at the first reading, as the eighth pass tried it). --resumed-min-fit sets `GovernorConfig.resumed_min_fit_s`
-(off; 14: a resumed hold the skin's lookahead stops keeps its fit from 14 s, issue 30's tenth pass),
+(14 s, on since issue 30's tenth pass: a resumed hold the skin's lookahead stops keeps its fit from 14 s;
+`--resumed-min-fit none` is the old rule, the probe's 20 s fit, under which the rung is given up),
 --pace-settled-under `GovernorConfig.pace_settled_under_c` (0; 1.0: the paced probe also starts with the gap
 loop settled up to 1 K under the aim, tried in the same pass).
 """
@@ -92,6 +93,11 @@ def card(job: Job) -> dict[str, Any]:
     return {"set": kind, **sc.row(), "pool_passed": passed}
 
 
+def _fit_s(text: str) -> float | None:
+    """--resumed-min-fit: seconds, or 'none' for the old rule (GovernorConfig.resumed_min_fit_s = None)."""
+    return None if text.strip().lower() == "none" else float(text)
+
+
 def _name(job: Job) -> str:
     return f"lowheadroom-{job[1]}" if job[0] == "low-headroom" else f"gen-{job[1]}"
 
@@ -125,9 +131,10 @@ def main() -> int:
     )
     ap.add_argument(
         "--resumed-min-fit",
-        type=float,
+        type=_fit_s,
         default=GovernorConfig().resumed_min_fit_s,
-        help="GovernorConfig.resumed_min_fit_s: a resumed hold cut short keeps a fit this long (s)",
+        help="GovernorConfig.resumed_min_fit_s: a resumed hold cut short keeps a fit this long (s; default "
+        "14; 'none': the old rule, the probe's 20 s fit, under which the rung is given up)",
     )
     ap.add_argument(
         "--pace-settled-under",

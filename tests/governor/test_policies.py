@@ -17,12 +17,14 @@ from edgellm.sim.generator import (
     HELD_OUT_3_SEEDS,
     HELD_OUT_4_SEEDS,
     HELD_OUT_5_SEEDS,
+    HELD_OUT_6_SEEDS,
     HELD_OUT_ANY,
     HELD_OUT_DRAWS,
     LOW_HEADROOM_HELD_OUT_2_SEEDS,
     LOW_HEADROOM_HELD_OUT_3_SEEDS,
     LOW_HEADROOM_HELD_OUT_4_SEEDS,
     LOW_HEADROOM_HELD_OUT_5_SEEDS,
+    LOW_HEADROOM_HELD_OUT_6_SEEDS,
     LOW_HEADROOM_HELD_OUT_SEEDS,
     LOW_HEADROOM_TUNING_POOL_SEEDS,
     LOW_HEADROOM_TUNING_SEEDS,
@@ -37,6 +39,7 @@ from edgellm.sim.generator import (
     held_out_3_profiles,
     held_out_4_profiles,
     held_out_5_profiles,
+    held_out_6_profiles,
 )
 from edgellm.sim.profile import PROFILE_DIR, PhoneProfile, profile_from_dict
 from edgellm.sim.scorecard import throughput_score
@@ -50,6 +53,7 @@ from edgellm.sim.situations import (
     low_headroom_held_out_3_profiles,
     low_headroom_held_out_4_profiles,
     low_headroom_held_out_5_profiles,
+    low_headroom_held_out_6_profiles,
     low_headroom_profile,
     low_headroom_tuning_profiles,
 )
@@ -112,6 +116,11 @@ FRESH_DRAWS = [  # (ordinary, low-headroom, their profiles, the names the first 
         held_out_5_profiles, low_headroom_held_out_5_profiles,
         "held-out-70101", "lowheadroom-held-out-70152", id="held-out-5",
     ),  # ninth pass: drawn after held-out-4 was seen
+    pytest.param(
+        HELD_OUT_6_SEEDS, LOW_HEADROOM_HELD_OUT_6_SEEDS,
+        held_out_6_profiles, low_headroom_held_out_6_profiles,
+        "held-out-90101", "lowheadroom-held-out-90152", id="held-out-6",
+    ),  # tenth pass: drawn after held-out-5 was seen
 ]  # fmt: skip
 
 

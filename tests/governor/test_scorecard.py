@@ -5,9 +5,10 @@ set (seeds 9001–9024, never tuned on), the tuning set, issue 18's warm-case ph
 held-out set (seeds 9101–9124: hot rooms, cases, chargers) and the fresh held-out draws (held-out-2,
 seeds 9501–9524, and lowheadroom-held-out-2, 9601–9624; held-out-3, 9701–9724, and
 lowheadroom-held-out-3, 9801–9824; held-out-4, 9901–9924, and lowheadroom-held-out-4, 9951–9974;
-held-out-5, 70101–70124, and lowheadroom-held-out-5, 70151–70174) run here with the same bars as
-bench/bench_thermal.py (~50 s in all, without the unmanaged runs the comfort bars ignore; the
-throughput policy is tested in test_policies.py).
+held-out-5, 70101–70124, and lowheadroom-held-out-5, 70151–70174; held-out-6, 90101–90124, and
+lowheadroom-held-out-6, 90151–90174) run here with the same bars as bench/bench_thermal.py (~60 s in
+all, without the unmanaged runs the comfort bars ignore; the throughput policy is tested in
+test_policies.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from edgellm.sim.generator import (
     held_out_3_profiles,
     held_out_4_profiles,
     held_out_5_profiles,
+    held_out_6_profiles,
     held_out_profiles,
     tuning_profiles,
 )
@@ -35,6 +37,7 @@ from edgellm.sim.situations import (
     low_headroom_held_out_3_profiles,
     low_headroom_held_out_4_profiles,
     low_headroom_held_out_5_profiles,
+    low_headroom_held_out_6_profiles,
     low_headroom_held_out_profiles,
 )
 
@@ -44,19 +47,23 @@ HELD_OUT_2 = held_out_2_profiles()
 HELD_OUT_3 = held_out_3_profiles()
 HELD_OUT_4 = held_out_4_profiles()
 HELD_OUT_5 = held_out_5_profiles()
-ALL_HELD_OUT = HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5
+HELD_OUT_6 = held_out_6_profiles()
+ALL_HELD_OUT = HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6
 TUNING = tuning_profiles()
 LOW_HEADROOM = low_headroom_held_out_profiles()
 LOW_HEADROOM_2 = low_headroom_held_out_2_profiles()
 LOW_HEADROOM_3 = low_headroom_held_out_3_profiles()
 LOW_HEADROOM_4 = low_headroom_held_out_4_profiles()
 LOW_HEADROOM_5 = low_headroom_held_out_5_profiles()
-ALL_LOW_HEADROOM = LOW_HEADROOM + LOW_HEADROOM_2 + LOW_HEADROOM_3 + LOW_HEADROOM_4 + LOW_HEADROOM_5
-# The governor's misses on the held-out sets (docs/governor.md, "The ninth pass"): its one evaluation
-# after the ninth pass's freeze, as it came (the same two as after the sixth pass: held-out-9020's ripple
-# 0.212 -> 0.220, held-out-9921 unchanged; the fresh fifth draw meets every bar). Strict: a governor that
-# meets the bars there fails this until the doc moves.
-HELD_OUT_MISSES = {"held-out-9020": "steady-state ripple 0.220", "held-out-9921": "governor/oracle 0.879"}
+LOW_HEADROOM_6 = low_headroom_held_out_6_profiles()
+ALL_LOW_HEADROOM = (
+    LOW_HEADROOM + LOW_HEADROOM_2 + LOW_HEADROOM_3 + LOW_HEADROOM_4 + LOW_HEADROOM_5 + LOW_HEADROOM_6
+)
+# The governor's misses on the held-out sets (docs/governor.md, "The tenth pass"): its one evaluation
+# after the tenth pass's partial fit shipped, as it came (held-out-9921, 0.879 before, now meets them at
+# 0.995; held-out-9020's ripple 0.220 unchanged; the fresh sixth draw meets every bar). Strict: a governor
+# that meets the bars there fails this until the doc moves.
+HELD_OUT_MISSES = {"held-out-9020": "steady-state ripple 0.220"}
 
 
 CARDS: dict[str, Score] = {}  # by phone name: each phone is simulated once per session
@@ -86,6 +93,7 @@ def test_the_held_out_set_is_the_24_documented_seeds() -> None:
     assert [p.name for p in HELD_OUT_3] == [f"held-out-{seed}" for seed in range(9701, 9725)]
     assert [p.name for p in HELD_OUT_4] == [f"held-out-{seed}" for seed in range(9901, 9925)]
     assert [p.name for p in HELD_OUT_5] == [f"held-out-{seed}" for seed in range(70101, 70125)]
+    assert [p.name for p in HELD_OUT_6] == [f"held-out-{seed}" for seed in range(90101, 90125)]
 
 
 def held_out_case(phone: PhoneProfile) -> object:
@@ -133,6 +141,7 @@ def test_the_comfort_governor_meets_its_bars_on_each_low_headroom_held_out_phone
         (LOW_HEADROOM_3, 0.96, -0.03),
         (LOW_HEADROOM_4, 0.951, -0.36),
         (LOW_HEADROOM_5, 0.974, -0.23),
+        (LOW_HEADROOM_6, 0.941, -0.01),
     ],
 )
 def test_the_documented_low_headroom_figures_are_what_the_simulator_gives(
@@ -151,12 +160,12 @@ def test_the_documented_worst_held_out_figures_are_what_the_simulator_gives() ->
     cards = {p.name: card_of(p) for p in ALL_HELD_OUT}
     met = [c for name, c in cards.items() if name not in HELD_OUT_MISSES]
     # held-out-70101 (held-out 0.951 -9012, held-out-2 0.938 -9509, held-out-3 0.918 -9722, held-out-4
-    # 0.929 -9903)
+    # 0.929 -9903, held-out-6 0.949 -90112)
     assert min(c.ratio for c in met) == 0.914
     assert max(c.throttled_s for c in cards.values()) == 0
-    assert max(c.over_comfort_c for c in cards.values()) == 0.01  # held-out-9508
+    assert max(c.over_comfort_c for c in cards.values()) == 0.06  # held-out-9921 (then held-out-9508 0.01)
     assert round(max(c.ripple for c in met), 3) == 0.104  # held-out-9015
-    assert cards["held-out-9020"].ripple == 0.2204 and cards["held-out-9921"].ratio == 0.879
+    assert cards["held-out-9020"].ripple == 0.2204 and cards["held-out-9921"].ratio == 0.995
 
 
 def test_the_bench_names_every_missed_bar() -> None:

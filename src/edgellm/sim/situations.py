@@ -27,6 +27,7 @@ from edgellm.sim.generator import (
     LOW_HEADROOM_HELD_OUT_3_SEEDS,
     LOW_HEADROOM_HELD_OUT_4_SEEDS,
     LOW_HEADROOM_HELD_OUT_5_SEEDS,
+    LOW_HEADROOM_HELD_OUT_6_SEEDS,
     LOW_HEADROOM_HELD_OUT_SEEDS,
     LOW_HEADROOM_TUNING_SEEDS,
     Purpose,
@@ -155,3 +156,8 @@ def low_headroom_held_out_4_profiles() -> list[PhoneProfile]:
 def low_headroom_held_out_5_profiles() -> list[PhoneProfile]:
     """The fifth low-headroom held-out draw (seeds 70151-70174, thin and warm alternating): acceptance."""
     return low_headroom_held_out_profiles(LOW_HEADROOM_HELD_OUT_5_SEEDS)
+
+
+def low_headroom_held_out_6_profiles() -> list[PhoneProfile]:
+    """The sixth low-headroom held-out draw (seeds 90151-90174, thin and warm alternating): acceptance."""
+    return low_headroom_held_out_profiles(LOW_HEADROOM_HELD_OUT_6_SEEDS)

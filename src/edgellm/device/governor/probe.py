@@ -55,7 +55,8 @@ class Prober:
         paced_late_mean: bool = False,
         resumed_min_fit_s: float | None = None,
     ) -> None:
-        # a resumed hold cut short by the skin's lookahead keeps a partial fit this long (None: min_fit_s)
+        # a resumed hold cut short by the skin's lookahead keeps a partial fit this long (None: min_fit_s, the
+        # old rule); the controller passes GovernorConfig.resumed_min_fit_s (14 s since issue 30's tenth pass)
         self.resumed_min_fit_s = min_fit_s if resumed_min_fit_s is None else resumed_min_fit_s
         self.paced_late_mean = paced_late_mean  # a paced hold's gap: its second half's mean (_settled)
         self.revised = revised  # the probe revision (GovernorConfig.revised_probe)
