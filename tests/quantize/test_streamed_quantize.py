@@ -41,24 +41,24 @@ def _with_biases(out: Path) -> Path:
     """A tiny Qwen2 whose q/k/v biases are random (an initialised model's are zero), with as many KV
     heads as query heads: AWQ folds v_proj -> o_proj only then (under grouped-query attention v's
     channels are repeated into o_proj, no one-to-one scale), dividing v_proj's bias."""
-    import transformers
-
     model = tiny_model("qwen2", num_key_value_heads=4)
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.Linear) and module.bias is not None:
                 module.bias.normal_(0.0, 0.5)
-    model.save_pretrained(str(out))
-    transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(out))
-    return out
+    return _save(model, out)
 
 
 def _bf16(out: Path) -> Path:
     """A tiny Llama stored in bf16, as most checkpoints on the hub are."""
+    return _save(tiny_model("llama").to(torch.bfloat16), out)
+
+
+def _save(model: torch.nn.Module, out: Path) -> Path:
+    """Save ``model`` with the bundled tokenizer as a checkpoint directory, as build_tiny does."""
     import transformers
 
-    model = tiny_model("llama").to(torch.bfloat16)
-    model.save_pretrained(str(out))
+    model.save_pretrained(str(out))  # type: ignore[operator]
     transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir())).save_pretrained(str(out))
     return out
 
